@@ -1,0 +1,65 @@
+"""CrossShardOptimizer: an optax transformation that reduces gradients over replicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import optax
+
+from jaxspec.engine.mesh import REPLICA_AXIS
+
+MEAN = "mean"
+SUM = "sum"
+_REDUCTIONS = {MEAN: MEAN, SUM: SUM, "weighted_mean": MEAN, "sum_over_batch_size": MEAN}
+
+
+def _axis_bound(axis_name: str) -> bool:
+    try:
+        jax.lax.axis_size(axis_name)
+    except NameError:
+        return False
+    return True
+
+
+def CrossShardOptimizer(  # noqa: N802 - tf.estimator's name
+    opt: optax.GradientTransformation,
+    reduction: str = MEAN,
+    name: str = "CrossShardOptimizer",
+    group_assignment: Any = None,
+) -> optax.GradientTransformation:
+    """Wrap ``opt`` so gradients are averaged (or summed) over the replica axis first.
+
+    The JAX form of ``tf.compat.v1.tpu.CrossShardOptimizer``: inside TPUEstimator's
+    shard_map the gradients each replica computed from its own batch are reduced with
+    ``lax.pmean`` (``reduction='mean'``, TF's default) or ``lax.psum`` (``'sum'``) over
+    the ``'replica'`` axis, then ``opt`` runs on the reduced gradients, so every replica
+    applies the same update. Off the mesh (``Estimator``, ``use_tpu=False``) there is no
+    replica axis and it is ``opt`` unchanged, as TF's is with a single shard.
+
+    Args:
+      opt: an optax GradientTransformation.
+      reduction: ``'mean'`` or ``'sum'`` (TF's ``tf.compat.v1.losses.Reduction`` names
+        ``'weighted_mean'``/``'sum_over_batch_size'`` mean the same as ``'mean'``).
+      name: accepted for compatibility.
+      group_assignment: only None (all replicas in one group) is supported.
+
+    Returns:
+      An optax GradientTransformation with the same state as ``opt``.
+
+    Raises:
+      ValueError: unknown reduction, or a group_assignment.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"CrossShardOptimizer: reduction must be one of {sorted(_REDUCTIONS)}, got {reduction!r}.")
+    if group_assignment is not None:
+        raise ValueError("CrossShardOptimizer: group_assignment is not supported; all replicas form one group.")
+    opt = optax.with_extra_args_support(opt)
+    reduce = jax.lax.pmean if _REDUCTIONS[reduction] == MEAN else jax.lax.psum
+
+    def update_fn(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
+        if _axis_bound(REPLICA_AXIS):
+            updates = jax.tree.map(lambda g: reduce(g, REPLICA_AXIS), updates)
+        return opt.update(updates, state, params, **extra)
+
+    return optax.GradientTransformationExtraArgs(opt.init, update_fn)

@@ -1,0 +1,145 @@
+"""Turn whatever spec a model_fn returned into the parts the compiled step needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.estimator_spec import EstimatorSpec
+from jaxspec.spec.hooks import SessionRunHook
+from jaxspec.spec.host_call import HostCallHook
+from jaxspec.spec.npu_estimator_spec import NPUEstimatorSpec
+from jaxspec.spec.scaffold import Scaffold
+from jaxspec.spec.tpu_estimator_spec import TPUEstimatorSpec
+
+
+@dataclasses.dataclass
+class HostCall:
+    """A host function and how to rebuild its arguments from a flat list of arrays."""
+
+    fn: Callable[..., Any]
+    keys: tuple[str, ...] | None  # dict keys, or None for positional tensors
+    tensors: list[Any]
+
+    def call(self, values: list[Any]) -> Any:
+        """Call ``fn`` with ``values`` (numpy), positionally or by the recorded keys."""
+        if self.keys is None:
+            return self.fn(*values)
+        return self.fn(**dict(zip(self.keys, values, strict=True)))
+
+
+@dataclasses.dataclass
+class SpecParts:
+    """The parts of one traced spec: arrays for the step to return, static facts for the host."""
+
+    mode: str
+    loss: Any = None
+    new_state: Any = None
+    predictions: Any = None
+    metric_states: dict[str, Any] | None = None
+    metric_fn: tuple[Callable[..., Any], Any] | None = None
+    host_calls: list[HostCall] = dataclasses.field(default_factory=list)
+    hooks: tuple[SessionRunHook, ...] = ()
+    chief_hooks: tuple[SessionRunHook, ...] = ()
+    scaffold: Scaffold | None = None
+    export_outputs: dict[str, Any] | None = None
+
+
+def _host_call(pair: tuple[Callable[..., Any], Any], on_mesh: bool) -> HostCall:
+    fn, tensors = pair
+    keys = tuple(tensors) if isinstance(tensors, dict) else None
+    values = list(tensors.values()) if isinstance(tensors, dict) else list(tensors)
+    for i, value in enumerate(values):
+        if on_mesh and getattr(value, "ndim", 0) < 1:
+            name = keys[i] if keys else i
+            raise ValueError(
+                f"host_call tensor {name!r} has rank 0; on the mesh each host_call tensor is "
+                "concatenated over replicas on axis 0, so give it rank >= 1 (e.g. loss[None])."
+            )
+    return HostCall(fn=fn, keys=keys, tensors=values)
+
+
+def _mode_hooks(spec: EstimatorSpec, mode: str) -> tuple[tuple[SessionRunHook, ...], tuple[SessionRunHook, ...]]:
+    if mode == ModeKeys.TRAIN:
+        return spec.training_hooks, spec.training_chief_hooks
+    if mode == ModeKeys.EVAL:
+        return spec.evaluation_hooks, ()
+    return spec.prediction_hooks, ()
+
+
+def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
+    """Split a spec returned by model_fn in ``mode`` into a SpecParts.
+
+    Off the mesh a TPUEstimatorSpec is first turned into ``as_estimator_spec()``, as
+    TPUEstimator does on CPU.
+
+    Raises:
+      TypeError: model_fn did not return one of the three spec classes.
+      ValueError: the spec's mode differs from ``mode``; an EstimatorSpec with
+        eval_metric_ops on the mesh (metrics there come from TPUEstimatorSpec.eval_metrics).
+    """
+    if not isinstance(spec, (EstimatorSpec, TPUEstimatorSpec)):
+        raise TypeError(
+            f"model_fn must return an EstimatorSpec, TPUEstimatorSpec or NPUEstimatorSpec, got {type(spec).__name__}."
+        )
+    if spec.mode != mode:
+        raise ValueError(f"model_fn was called in mode {mode!r} but returned a spec for mode {spec.mode!r}.")
+    if isinstance(spec, TPUEstimatorSpec) and on_mesh:
+        hooks = {ModeKeys.TRAIN: spec.training_hooks, ModeKeys.EVAL: spec.evaluation_hooks}.get(
+            mode, spec.prediction_hooks
+        )
+        host_calls = [] if spec.host_call is None or mode == ModeKeys.PREDICT else [_host_call(spec.host_call, True)]
+        return SpecParts(
+            mode=mode, loss=spec.loss, new_state=spec.train_op, predictions=spec.predictions,
+            metric_fn=spec.eval_metrics if mode == ModeKeys.EVAL else None, host_calls=host_calls,
+            hooks=tuple(hooks), scaffold=spec.scaffold(), export_outputs=spec.export_outputs,
+        )
+    if isinstance(spec, TPUEstimatorSpec):
+        spec = spec.as_estimator_spec()
+    hooks, chief_hooks = _mode_hooks(spec, mode)
+    host_calls = [_host_call(h.host_call, on_mesh) for h in hooks + chief_hooks if isinstance(h, HostCallHook)]
+    npu_host_call = spec.__dict__.get("host_call") if isinstance(spec, NPUEstimatorSpec) else None
+    if npu_host_call is not None and mode != ModeKeys.PREDICT:
+        host_calls.append(_host_call(npu_host_call, on_mesh))
+    if on_mesh and mode == ModeKeys.EVAL and spec.eval_metric_ops:
+        raise ValueError(
+            "On the mesh, eval metrics come from TPUEstimatorSpec.eval_metrics (metric_fn, tensors); "
+            "an EstimatorSpec's eval_metric_ops would be computed per replica."
+        )
+    return SpecParts(
+        mode=mode, loss=spec.loss, new_state=spec.train_op, predictions=spec.predictions,
+        metric_states=dict(spec.eval_metric_ops) if mode == ModeKeys.EVAL else None,
+        host_calls=host_calls,
+        hooks=tuple(h for h in hooks if not isinstance(h, HostCallHook)),
+        chief_hooks=tuple(h for h in chief_hooks if not isinstance(h, HostCallHook)),
+        scaffold=spec.scaffold, export_outputs=spec.export_outputs,
+    )
+
+
+def check_new_state(state: Any, new_state: Any) -> Any:
+    """Check that ``new_state`` (train_op) matches ``state`` leaf by leaf; return it with
+    each leaf cast to the old leaf's exact dtype (so a scan carry keeps its type).
+
+    Raises:
+      ValueError: tree structure, a shape or a dtype differs; names the first leaf.
+    """
+    old_paths, old_def = jax.tree_util.tree_flatten_with_path(state)
+    new_leaves, new_def = jax.tree_util.tree_flatten(new_state)
+    if old_def != new_def:
+        raise ValueError(
+            "train_op (the new state) must have the tree structure of state; "
+            f"state is {old_def}, train_op is {new_def}."
+        )
+    out = []
+    for (path, old), new in zip(old_paths, new_leaves, strict=True):
+        where = jax.tree_util.keystr(path) or "<root>"
+        if tuple(old.shape) != tuple(new.shape):
+            raise ValueError(f"train_op leaf {where} has shape {tuple(new.shape)}, state has {tuple(old.shape)}.")
+        if old.dtype != new.dtype:
+            raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")
+        out.append(jax.lax.convert_element_type(new, old.dtype))
+    return jax.tree_util.tree_unflatten(old_def, out)

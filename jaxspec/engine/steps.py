@@ -1,0 +1,185 @@
+"""Compiled loops: ``iterations_per_loop`` steps of model_fn in one ``lax.scan``.
+
+Each loop takes host batches stacked as ``[steps, batch, ...]``. On the mesh the scan runs
+inside ``jax.shard_map`` over the ``'replica'`` axis (model_fn sees its replica's rows);
+host_call, eval_metrics and prediction tensors leave the shard_map with
+``out_specs=P(None, 'replica')``, i.e. concatenated over replicas on axis 0, replica 0
+first. host_call tensors come back to the host as loop outputs, so the host calls each
+host function once per step, in step order, after the loop: no callback runs per device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jaxspec.engine.fn_args import call_with_declared
+from jaxspec.engine.mesh import REPLICA_AXIS, replica_index
+from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
+from jaxspec.metrics import mean
+from jaxspec.metrics.base import padding_mask_scope
+from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.host_call import call_with_tensors
+
+_STACKED = P(None, REPLICA_AXIS)
+
+
+def merge_metric_dicts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Merge two ``{name: metric state}`` dicts key by key."""
+    return {k: a[k].merge(b[k]) for k in a}
+
+
+def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
+    """Merge metric states stacked on axis 0 (one per step) into one state per metric."""
+    first = jax.tree.map(lambda x: x[0], states)
+    rest = jax.tree.map(lambda x: x[1:], states)
+    merged, _ = jax.lax.scan(lambda c, s: (merge_metric_dicts(c, s), None), first, rest)
+    return merged
+
+
+def _metric_tensors(parts: SpecParts) -> list[Any]:
+    """The eval_metrics tensors of a TPUEstimatorSpec as a flat list (empty if none)."""
+    if parts.metric_fn is None:
+        return []
+    tensors = parts.metric_fn[1]
+    return list(tensors.values()) if isinstance(tensors, dict) else list(tensors)
+
+
+class StepEngine:
+    """Builds the compiled train/eval/predict loops of one model_fn.
+
+    Args:
+      model_fn: the user's model_fn (called with the arguments it declares).
+      params: dict passed as ``params`` (already holding ``batch_size`` where
+        TPUEstimator sets it), per mode.
+      config: the RunConfig passed as ``config``.
+      mesh: the replica Mesh, or None for one device (``jax.jit`` only).
+
+    After a loop is traced, ``parts[mode]`` holds that mode's SpecParts (hooks, host
+    functions, scaffold, export heads); its arrays are tracers and must not be used.
+    """
+
+    def __init__(self, model_fn: Callable[..., Any], params: dict[str, dict[str, Any]], config: Any, mesh: Mesh | None) -> None:
+        self.model_fn = model_fn
+        self.params = params
+        self.config = config
+        self.mesh = mesh
+        self.parts: dict[str, SpecParts] = {}
+
+    # -- one model_fn call -------------------------------------------------------------
+    def _call(self, mode: str, state: Any, step: Any, key: Any, features: Any, labels: Any) -> SpecParts:
+        rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
+        spec = call_with_declared(
+            self.model_fn,
+            dict(features=features, labels=labels, mode=mode, params=self.params[mode], config=self.config,
+                 state=state, rng=rng, global_step=step),
+        )
+        parts = unpack_spec(spec, mode, on_mesh=self.mesh is not None)
+        self.parts[mode] = parts
+        return parts
+
+    def _shard(self, fn: Callable[..., Any], in_specs: Any, out_specs: Any) -> Callable[..., Any]:
+        if self.mesh is None:
+            return fn
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+    # -- train ---------------------------------------------------------------------------
+    def train_loop(self) -> Callable[..., Any]:
+        """``(state, step, key, features, labels) -> (state, step, losses[N, R], host[...])``.
+
+        ``host`` is a list (one per host call) of lists of arrays ``[N, R*b, ...]``.
+        """
+
+        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
+            def body(carry: Any, batch: Any) -> Any:
+                st, gs = carry
+                parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch)
+                new_state = check_new_state(st, parts.new_state)
+                host = [hc.tensors for hc in parts.host_calls]
+                return (new_state, gs + 1), (parts.loss[None], host)
+
+            (state, step), (losses, host) = jax.lax.scan(body, (state, step), (features, labels))
+            return state, step, losses, host
+
+        sharded = self._shard(loop, (P(), P(), P(), _STACKED, _STACKED), (P(), P(), _STACKED, _STACKED))
+        return jax.jit(sharded)
+
+    # -- eval ----------------------------------------------------------------------------
+    def eval_loop(self) -> Callable[..., Any]:
+        """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host)``.
+
+        The dict holds ``'loss'`` (a Mean of the per-batch losses, each weighted by its
+        share of real rows) and every metric, merged over the N steps.
+        """
+        on_mesh = self.mesh is not None
+
+        def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+            def body(carry: Any, batch: Any) -> Any:
+                f, lab, m = batch
+                with padding_mask_scope(m):
+                    parts = self._call(ModeKeys.EVAL, state, step, key, f, lab)
+                    loss = parts.loss
+                    if on_mesh:
+                        payload = _metric_tensors(parts)
+                    else:
+                        payload = {"loss": mean(loss), **parts.metric_states}
+                host = [hc.tensors for hc in parts.host_calls]
+                return carry, (loss[None], payload, host)
+
+            _, out = jax.lax.scan(body, None, (features, labels, mask))
+            return out
+
+        sharded = self._shard(replica_loop, (P(), P(), P(), _STACKED, _STACKED, _STACKED), _STACKED)
+
+        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+            losses, payload, host = sharded(state, step, key, features, labels, mask)
+            if not on_mesh:
+                return _fold_steps(payload), host
+            parts = self.parts[ModeKeys.EVAL]
+            n, r = losses.shape
+            frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
+            states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
+            if parts.metric_fn is not None:
+                fn, tensors = parts.metric_fn
+                keys = list(tensors) if isinstance(tensors, dict) else None
+
+                def step_metrics(args: Any) -> Any:
+                    values, m = args
+                    with padding_mask_scope(m):
+                        return call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
+
+                per_step = jax.lax.map(step_metrics, (payload, mask))
+                states.update(_fold_steps(per_step))
+            return states, host
+
+        return jax.jit(loop)
+
+    # -- predict -------------------------------------------------------------------------
+    def predict_loop(self) -> Callable[..., Any]:
+        """``(state, step, key, features) -> predictions[N, R*b, ...]``."""
+
+        def loop(state: Any, step: Any, key: Any, features: Any) -> Any:
+            def body(carry: Any, f: Any) -> Any:
+                parts = self._call(ModeKeys.PREDICT, state, step, key, f, None)
+                return carry, parts.predictions
+
+            _, preds = jax.lax.scan(body, None, features)
+            return preds
+
+        return jax.jit(self._shard(loop, (P(), P(), P(), _STACKED), _STACKED))
+
+    # -- serving (export) ----------------------------------------------------------------
+    def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:
+        """``(state, features) -> {head: {output: array}}``: model_fn in PREDICT off the
+        mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``."""
+
+        def serve(state: Any, features: Any) -> Any:
+            parts = self._call(ModeKeys.PREDICT, state, jnp.zeros((), jnp.int32), key, features, None)
+            return {head: out.tensors() for head, out in parts.export_outputs.items()}
+
+        return serve

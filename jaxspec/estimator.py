@@ -1,0 +1,222 @@
+"""Estimator: train, evaluate, predict and export one model_fn (``tf.estimator.Estimator``)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jaxspec.config import InputPipelineConfig, RunConfig
+from jaxspec.engine.fn_args import check_declared_args
+from jaxspec.loop.checkpoints import CheckpointStore, named_leaves
+from jaxspec.mode_keys import ModeKeys
+
+_log = logging.getLogger("jaxspec")
+
+MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config", "state", "rng", "global_step")
+INIT_FN_ARGS = ("rng", "features", "labels", "params", "config")
+
+
+class Estimator:
+    """Trains, evaluates, predicts and exports a model_fn, as ``tf.estimator.Estimator``.
+
+    ``model_fn`` takes, by name, any of ``features, labels, mode, params, config, state,
+    rng, global_step`` (``features`` is required) and returns an EstimatorSpec (or a
+    TPUEstimatorSpec/NPUEstimatorSpec). JAX differences: variables are an explicit
+    ``state`` pytree, whose first value comes from ``init_fn`` (arguments by name: any of
+    ``rng, features, labels, params, config``; ``features``/``labels`` are the first
+    batch, numpy); the TRAIN spec's ``train_op`` is the new state; ``rng`` is a key folded
+    from ``config.tf_random_seed``, the global step and the replica index; ``global_step``
+    is an int32 scalar, the step count before this step. Runs on one device with
+    ``jax.jit``.
+
+    Args:
+      model_fn: the model function (see above).
+      model_dir: directory for checkpoints (``model_dir/checkpoints/<step>``), event
+        files and eval results; a temporary directory if None or empty.
+      config: a RunConfig.
+      params: dict passed to model_fn (deep-copied).
+      warm_start_from: accepted; warm starting is not built yet (NotImplementedError
+        when given).
+      init_fn: builds the first state; None means model_fn gets an empty dict.
+
+    Raises:
+      ValueError: config is not a RunConfig (checked first), model_fn is missing, the
+        two model_dir values conflict, model_fn/init_fn declare an argument not listed
+        above, or params is given and model_fn takes none.
+    """
+
+    def __init__(
+        self,
+        model_fn: Callable[..., Any] | None = None,
+        model_dir: str | None = None,
+        config: RunConfig | None = None,
+        params: dict[str, Any] | None = None,
+        warm_start_from: Any = None,
+        init_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, RunConfig):
+            raise ValueError(f"config must be a jaxspec.RunConfig, got {type(config).__name__}.")
+        if model_fn is None:
+            raise ValueError("model_fn is required.")
+        if warm_start_from is not None:
+            raise NotImplementedError("warm_start_from is not supported yet.")
+        config = config or RunConfig()
+        if model_dir and config.model_dir and model_dir != config.model_dir:
+            raise ValueError(f"model_dir {model_dir!r} conflicts with config.model_dir {config.model_dir!r}.")
+        model_dir = model_dir or config.model_dir or tempfile.mkdtemp(prefix="jaxspec_")
+        if config.model_dir != model_dir:
+            config = config.replace(model_dir=model_dir)
+        names = check_declared_args(model_fn, MODEL_FN_ARGS, "model_fn", required=("features",))
+        if params is not None and "params" not in names:
+            raise ValueError("params was given but model_fn takes no argument named 'params'.")
+        if init_fn is not None:
+            check_declared_args(init_fn, INIT_FN_ARGS, "init_fn")
+        self._model_fn = model_fn
+        self._model_dir = model_dir
+        self._config = config
+        self._params = copy.deepcopy(params or {})
+        self._init_fn = init_fn
+        self._store: CheckpointStore | None = None
+
+    # -- properties (tf.estimator's) -------------------------------------------------
+    @property
+    def model_dir(self) -> str:
+        """The model directory."""
+        return self._model_dir
+
+    @property
+    def config(self) -> RunConfig:
+        """The RunConfig (its model_dir equals ``model_dir``)."""
+        return self._config
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """A copy of the params dict."""
+        return copy.deepcopy(self._params)
+
+    @property
+    def model_fn(self) -> Callable[..., Any]:
+        """The model_fn."""
+        return self._model_fn
+
+    # -- the three phases ------------------------------------------------------------
+    def train(self, input_fn: Callable[..., Any], hooks: Any = None, steps: int | None = None,
+              max_steps: int | None = None, saving_listeners: Any = None) -> Estimator:
+        """Train, as ``tf.estimator.Estimator.train``; returns self.
+
+        ``steps`` counts from the current global step; ``max_steps`` is absolute (if the
+        latest checkpoint is already there, nothing runs). With neither, training runs
+        until input_fn's data ends. A checkpoint is saved at the last step.
+
+        Raises:
+          ValueError: steps and max_steps both given, or either <= 0.
+          NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
+            the last good one).
+        """
+        from jaxspec.loop.train import run_train
+
+        run_train(self, input_fn, hooks, steps, max_steps, saving_listeners)
+        return self
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None, hooks: Any = None,
+                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+        """Evaluate, as ``tf.estimator.Estimator.evaluate``.
+
+        Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
+        batch is padded and masked so every example counts once. Returns a dict of Python
+        scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses,
+        each weighted by its share of real rows), every metric, and ``global_step``; also
+        written to ``model_dir/eval`` (``eval_<name>``).
+
+        Raises:
+          ValueError: steps <= 0, or input_fn gives no data.
+        """
+        from jaxspec.loop.evaluate import run_evaluate
+
+        return run_evaluate(self, input_fn, steps, hooks, checkpoint_path, name)
+
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Any = None, hooks: Any = None,
+                checkpoint_path: str | None = None, yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yield predictions, as ``tf.estimator.Estimator.predict``.
+
+        A generator: input_fn runs at the first ``next()``. Yields one dict of numpy
+        values per example (or per batch with ``yield_single_examples=False``); padding
+        rows of a final partial batch are never yielded.
+
+        Raises:
+          ValueError: a predict_key is not among the predictions.
+        """
+        from jaxspec.loop.predict import run_predict
+
+        return run_predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+    def export_saved_model(self, export_dir_base: str, serving_input_receiver_fn: Callable[..., Any],
+                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                           checkpoint_path: str | None = None,
+                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+        """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
+
+        Returns the timestamped export directory as bytes. Needs TensorFlow.
+
+        Raises:
+          ValueError: there is no checkpoint to export.
+          NotImplementedError: experimental_mode is not PREDICT.
+        """
+        from tf_bridge.estimator_export import export_estimator
+
+        if experimental_mode != ModeKeys.PREDICT:
+            raise NotImplementedError("only PREDICT exports are supported yet.")
+        return export_estimator(self, export_dir_base, serving_input_receiver_fn, assets_extra, as_text,
+                                checkpoint_path)
+
+    # -- checkpoints -----------------------------------------------------------------
+    def latest_checkpoint(self) -> str | None:
+        """Path of the newest checkpoint in model_dir, or None."""
+        step = self._checkpoint_store().latest_step()
+        return None if step is None else self._checkpoint_store().path(step)
+
+    def get_variable_names(self) -> list[str]:
+        """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``).
+
+        Raises:
+          ValueError: model_dir has no checkpoint.
+        """
+        return [name for name, _ in named_leaves(self._latest_metadata())]
+
+    def _latest_metadata(self) -> Any:
+        store = self._checkpoint_store()
+        step = store.latest_step()
+        if step is None:
+            raise ValueError(f"no checkpoint in {self.model_dir}.")
+        return store._manager.item_metadata(step)
+
+    # -- what subclasses change --------------------------------------------------------
+    def _checkpoint_store(self) -> CheckpointStore:
+        if self._store is None:
+            c = self._config
+            self._store = CheckpointStore(self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours)
+        return self._store
+
+    def _mesh(self) -> Any:
+        return None
+
+    def _iterations_per_loop(self) -> int:
+        return 1
+
+    def _global_batch_size(self, mode: str) -> int | None:
+        return None
+
+    def _input_pipeline(self) -> InputPipelineConfig:
+        return InputPipelineConfig.PER_HOST_V1
+
+    def _input_params(self, mode: str) -> dict[str, Any]:
+        return self.params
+
+    def _model_params(self, mode: str) -> dict[str, Any]:
+        return self.params
+
+    def _export_params(self) -> dict[str, Any]:
+        return self._model_params(ModeKeys.PREDICT)

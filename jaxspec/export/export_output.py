@@ -1,0 +1,155 @@
+"""ExportOutput classes: what one SavedModel signature returns.
+
+They follow ``tf.estimator.export.ClassificationOutput``, ``RegressionOutput`` and
+``PredictOutput``; the values are JAX arrays computed by model_fn in PREDICT. JAX has no
+string dtype, so a ClassificationOutput's string ``classes`` are given either as a static
+vocabulary (numpy/list of str) or as integer class ids; ``tf_bridge`` turns both into the
+string tensor TF Serving expects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from jaxspec._checks import is_array, is_floating, is_string_array, type_name
+
+
+class ExportOutput:
+    """Base class of the three export outputs (``tf.estimator.export.ExportOutput``)."""
+
+    method_name: ClassVar[str] = ""
+
+    def tensors(self) -> dict[str, Any]:
+        """The arrays this head outputs, by signature output key."""
+        raise NotImplementedError
+
+
+class ClassificationOutput(ExportOutput):
+    """A classification head: ``tensorflow/serving/classify`` (signature keys ``scores``,
+    ``classes``), as ``tf.estimator.export.ClassificationOutput``.
+
+    Args:
+      scores: float array ``[batch, num_classes]``, or None.
+      classes: None; or the class names as a static vocabulary, a list or numpy array of
+        str of shape ``[num_classes]`` (tiled to ``[batch, num_classes]`` at export, as TF's
+        canned heads do); or integer class ids ``[batch]`` / ``[batch, k]`` (turned into
+        strings at export). TF takes a string tensor; JAX has none, hence the two forms.
+
+    Raises:
+      ValueError: both are None, scores is not a float array, or classes is neither a
+        string vocabulary nor an integer array (the types TF raises for the same cases).
+    """
+
+    method_name: ClassVar[str] = "tensorflow/serving/classify"
+
+    def __init__(self, scores: Any = None, classes: Any = None) -> None:
+        if scores is None and classes is None:
+            raise ValueError("ClassificationOutput: at least one of scores and classes is required.")
+        if scores is not None and not (is_array(scores) and is_floating(scores)):
+            raise ValueError(
+                "ClassificationOutput: scores must be a float array, got "
+                f"{getattr(scores, 'dtype', type_name(scores))}."
+            )
+        if classes is not None:
+            if is_string_array(classes):
+                classes = np.asarray(classes).astype(str)
+            elif not (is_array(classes) and np.issubdtype(np.dtype(classes.dtype), np.integer)):
+                raise ValueError(
+                    "ClassificationOutput: classes must be a vocabulary of strings or an "
+                    f"integer array of class ids, got {getattr(classes, 'dtype', type_name(classes))}."
+                )
+        self._scores = scores
+        self._classes = classes
+
+    @property
+    def scores(self) -> Any:
+        """The float scores array, or None."""
+        return self._scores
+
+    @property
+    def classes(self) -> Any:
+        """The string vocabulary (numpy), the integer class-id array, or None."""
+        return self._classes
+
+    @property
+    def class_vocabulary(self) -> np.ndarray | None:
+        """The static string vocabulary when classes were given as strings, else None."""
+        return self._classes if is_string_array(self._classes) else None
+
+    def tensors(self) -> dict[str, Any]:
+        """``scores`` and integer ``classes`` (a string vocabulary is not an array)."""
+        out: dict[str, Any] = {}
+        if self._scores is not None:
+            out["scores"] = self._scores
+        if self._classes is not None and self.class_vocabulary is None:
+            out["classes"] = self._classes
+        return out
+
+
+class RegressionOutput(ExportOutput):
+    """A regression head: ``tensorflow/serving/regress`` (output key ``outputs``), as
+    ``tf.estimator.export.RegressionOutput``.
+
+    Args:
+      value: float array ``[batch]`` or ``[batch, 1]``.
+
+    Raises:
+      ValueError: value is not a float array.
+    """
+
+    method_name: ClassVar[str] = "tensorflow/serving/regress"
+
+    def __init__(self, value: Any) -> None:
+        if not (is_array(value) and is_floating(value)):
+            raise ValueError(
+                "RegressionOutput: value must be a float array, got "
+                f"{getattr(value, 'dtype', type_name(value))}."
+            )
+        self._value = value
+
+    @property
+    def value(self) -> Any:
+        """The regression value array."""
+        return self._value
+
+    def tensors(self) -> dict[str, Any]:
+        """``{'outputs': value}``."""
+        return {"outputs": self._value}
+
+
+class PredictOutput(ExportOutput):
+    """A generic head: ``tensorflow/serving/predict``, as ``tf.estimator.export.PredictOutput``.
+
+    Args:
+      outputs: an array (exported under the key ``output``) or a dict of str to arrays,
+        each with the batch on axis 0.
+
+    Raises:
+      ValueError: a key is not a string or a value is not an array (TF's types).
+    """
+
+    method_name: ClassVar[str] = "tensorflow/serving/predict"
+    DEFAULT_KEY: ClassVar[str] = "output"
+
+    def __init__(self, outputs: Any) -> None:
+        if not isinstance(outputs, dict):
+            outputs = {self.DEFAULT_KEY: outputs}
+        for key, value in outputs.items():
+            if not isinstance(key, str):
+                raise ValueError(f"PredictOutput: output keys must be strings, got {key!r}.")
+            if not is_array(value):
+                raise ValueError(
+                    f"PredictOutput: output {key!r} must be an array, got {type_name(value)}."
+                )
+        self._outputs = dict(outputs)
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The dict of output arrays."""
+        return self._outputs
+
+    def tensors(self) -> dict[str, Any]:
+        """The outputs dict."""
+        return dict(self._outputs)

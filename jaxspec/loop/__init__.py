@@ -1,0 +1,1 @@
+"""The host side: input_fn to devices, hooks, checkpoints, summaries, logging."""

@@ -1,0 +1,69 @@
+"""The evaluation loop: streamed metric states, padded final batch, eval summaries."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxspec.engine.steps import merge_metric_dicts
+from jaxspec.loop.hook_runner import HookRunner
+from jaxspec.loop.phase import Phase
+from jaxspec.loop.summaries import write_scalars
+
+_log = logging.getLogger("jaxspec")
+_merge = jax.jit(merge_metric_dicts)
+
+
+def _python_value(value: Any) -> Any:
+    arr = np.asarray(value)
+    return arr.item() if arr.ndim == 0 else arr
+
+
+def eval_dir(model_dir: str, name: str | None) -> str:
+    """``model_dir/eval`` or ``model_dir/eval_<name>``, as tf.estimator."""
+    return os.path.join(model_dir, "eval" if not name else f"eval_{name}")
+
+
+def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any) -> dict[str, Any]:
+    """Body of ``Estimator.evaluate``; see there."""
+    if steps is not None and steps <= 0:
+        raise ValueError(f"evaluate: steps must be > 0 or None, got {steps}.")
+    phase = Phase(est, "eval")
+    if not phase.start(input_fn, checkpoint_path):
+        raise ValueError("evaluate: input_fn gave no data.")
+    session = phase.session
+    if session.restored_step is None:
+        _log.info("No checkpoint in %s; evaluating the initial state.", est.model_dir)
+    runner = HookRunner(list(hooks or ()) + list(session.parts.hooks))
+    runner.begin()
+    session.create_state()
+    runner.after_create_session()
+    totals: dict[str, Any] | None = None
+    done = 0
+    while steps is None or done < steps:
+        n = phase.iterations_per_loop if steps is None else min(phase.iterations_per_loop, steps - done)
+        group = phase.next_group(n)
+        if group is None:
+            break
+        args, _, n = group
+        runner.before_run()
+        states, host = session.run(*args)
+        totals = states if totals is None else _merge(totals, states)
+        phase.call_host_fns(host, n)
+        done += n
+        loss = float(np.asarray(states["loss"].compute()))
+        if runner.after_run({"loss": loss, "global_step": session.global_step}):
+            break
+    results = {key: _python_value(state.compute()) for key, state in totals.items()}
+    results["global_step"] = session.global_step
+    runner.end()
+    _log.info(
+        "Saving dict for global step %d: %s", session.global_step,
+        ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
+    )
+    write_scalars(eval_dir(est.model_dir, name), session.global_step, results)
+    return results

@@ -1,0 +1,125 @@
+"""Assemble input batches into per-step global host batches and N-step groups."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import jax
+import numpy as np
+
+from jaxspec.config import InputPipelineConfig
+from jaxspec.loop.inputs import Batch, _concat, _pad_rows, _signature, batch_rows
+from jaxspec.mode_keys import ModeKeys
+
+_log = logging.getLogger("jaxspec")
+
+
+class StepFeeder:
+    """Turns a stream of input batches into steps ``(features, labels, mask)``.
+
+    Args:
+      batches: iterator of ``(features, labels)`` numpy batches.
+      mode: the ModeKeys value; EVAL and PREDICT pad a final partial step.
+      num_replicas: replicas of the mesh (1 off the mesh).
+      pipeline: PER_HOST_V1 (one input batch per step, split over replicas) or
+        PER_HOST_V2 (one input batch per replica per step).
+
+    The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. In TRAIN every
+    step must be complete (padding would change the loss): a partial global batch raises
+    ValueError, and with PER_HOST_V2 an input that ends part-way through a step leaves the
+    rows of that incomplete step unused, with a warning.
+    """
+
+    def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig) -> None:
+        self._it = batches
+        self._mode = mode
+        self._replicas = num_replicas
+        self._per_replica_input = pipeline == InputPipelineConfig.PER_HOST_V2 and num_replicas > 1
+        self._pad = mode != ModeKeys.TRAIN
+        self._rows: int | None = None  # rows of a full input batch
+        self._pending: tuple[Batch, np.ndarray] | None = None
+        self.examples_seen = 0
+
+    def _pull(self) -> Batch | None:
+        try:
+            return next(self._it)
+        except StopIteration:
+            return None
+
+    def _full_rows(self, rows: int) -> int:
+        if self._rows is None:
+            self._rows = rows
+            if not self._per_replica_input and rows % self._replicas:
+                raise ValueError(
+                    f"the batch size ({rows}) must be divisible by the number of replicas ({self._replicas})."
+                )
+        return self._rows
+
+    def _padded(self, batch: Batch) -> tuple[Batch, np.ndarray]:
+        rows = batch_rows(batch)
+        full = self._full_rows(rows)
+        if rows > full:
+            raise ValueError(f"an input batch has {rows} rows, more than the first batch's {full}.")
+        if rows < full and not self._pad:
+            if self._per_replica_input or rows % self._replicas:
+                raise ValueError(
+                    f"a training batch has {rows} rows where the first had {full}; on the mesh every "
+                    "replica needs the same rows (use drop_remainder=True or repeat the data)."
+                )
+            full = rows  # a shorter batch trains as it is (one more compilation)
+        mask = np.zeros(full, np.float32)
+        mask[:rows] = 1.0
+        self.examples_seen += rows
+        return _pad_rows(batch, full), mask
+
+    def push_back(self, step: tuple[Batch, np.ndarray]) -> None:
+        """Return a step read with ``next_step`` so the next call yields it again."""
+        self._pending = step
+
+    def next_step(self) -> tuple[Batch, np.ndarray] | None:
+        """The next step's global host batch and mask, or None when the input is done."""
+        if self._pending is not None:
+            step, self._pending = self._pending, None
+            return step
+        if not self._per_replica_input:
+            batch = self._pull()
+            return None if batch is None else self._padded(batch)
+        parts: list[tuple[Batch, np.ndarray]] = []
+        while len(parts) < self._replicas:
+            batch = self._pull()
+            if batch is None:
+                break
+            parts.append(self._padded(batch))
+        if not parts:
+            return None
+        if len(parts) < self._replicas:
+            if not self._pad:
+                _log.warning(
+                    "Input ended after %d of the %d per-replica batches of a training step; those rows "
+                    "were not trained on.", len(parts), self._replicas)
+                return None
+            template = jax.tree.map(np.zeros_like, parts[0][0])
+            parts += [(template, np.zeros_like(parts[0][1]))] * (self._replicas - len(parts))
+        return _concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def next_group(self, max_steps: int) -> tuple[Batch, np.ndarray, int] | None:
+        """Up to ``max_steps`` consecutive steps of one shape, stacked on a new axis 0.
+
+        Returns ``((features, labels) [N, B, ...], mask [N, B], N)`` or None at the end.
+        """
+        first = self.next_step()
+        if first is None:
+            return None
+        group = [first]
+        sig = _signature(first[0])
+        while len(group) < max_steps:
+            step = self.next_step()
+            if step is None:
+                break
+            if _signature(step[0]) != sig:
+                self._pending = step
+                break
+            group.append(step)
+        batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
+        return batch, np.stack([g[1] for g in group]), len(group)

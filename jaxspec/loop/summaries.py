@@ -1,0 +1,43 @@
+"""TensorBoard event files (through tensorboardX), written by process 0 only."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import jax
+import numpy as np
+
+_writers: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def writer(logdir: str) -> Any:
+    """A cached ``tensorboardX.SummaryWriter`` for ``logdir`` (one per directory)."""
+    from tensorboardX import SummaryWriter
+
+    with _lock:
+        if logdir not in _writers:
+            _writers[logdir] = SummaryWriter(logdir=logdir)
+        return _writers[logdir]
+
+
+def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
+    """Write each scalar-valued entry of ``scalars`` at ``step`` and flush; non-scalar
+    values are skipped. Only process 0 writes (the chief, as tf.estimator)."""
+    if jax.process_index() != 0:
+        return
+    w = writer(logdir)
+    for name, value in scalars.items():
+        arr = np.asarray(value)
+        if arr.size == 1 and np.issubdtype(arr.dtype, np.number):
+            w.add_scalar(name, float(arr.reshape(())), global_step=int(step))
+    w.flush()
+
+
+def close_all() -> None:
+    """Close every cached writer (at interpreter exit or in tests)."""
+    with _lock:
+        for w in _writers.values():
+            w.close()
+        _writers.clear()
