@@ -39,6 +39,7 @@ __all__ = [
     "SessionRunValues",
     "TPUConfig",
     "TPUEstimator",
+    "TPUEstimatorSpec",
     "export",
     "metrics",
 ]

@@ -15,8 +15,7 @@ def fn_args(fn: Callable[..., Any]) -> tuple[str, ...]:
         bound = set(fn.keywords or {})
         names = fn_args(fn.func)[len(fn.args):]
         return tuple(n for n in names if n not in bound)
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
-    sig = inspect.signature(target)
+    sig = inspect.signature(fn)
     return tuple(
         p.name
         for p in sig.parameters.values()
