@@ -24,20 +24,29 @@ class StepFeeder:
       num_replicas: replicas of the mesh (1 off the mesh).
       pipeline: PER_HOST_V1 (one input batch per step, split over replicas) or
         PER_HOST_V2 (one input batch per replica per step).
+      batch_size: rows of a full input batch (``params['batch_size']`` of input_fn);
+        None takes the first batch's rows.
 
-    The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. In TRAIN every
-    step must be complete (padding would change the loss): a partial global batch raises
-    ValueError, and with PER_HOST_V2 an input that ends part-way through a step leaves the
+    The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. Off the mesh
+    a short batch runs at its own shape (one more compilation), so nothing is padded. On
+    the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN a global batch
+    that does not split evenly over the replicas raises ValueError (padding would change
+    the loss), and with PER_HOST_V2 an input that ends part-way through a step leaves the
     rows of that incomplete step unused, with a warning.
     """
 
-    def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig) -> None:
+    def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig,
+                 batch_size: int | None = None) -> None:
         self._it = batches
         self._mode = mode
         self._replicas = num_replicas
         self._per_replica_input = pipeline == InputPipelineConfig.PER_HOST_V2 and num_replicas > 1
-        self._pad = mode != ModeKeys.TRAIN
+        # One device runs a short batch at its own shape (exactly tf.estimator's numbers);
+        # a mesh needs equal rows per replica, so EVAL and PREDICT pad and mask there.
+        self._pad = mode != ModeKeys.TRAIN and num_replicas > 1
         self._rows: int | None = None  # rows of a full input batch
+        if batch_size is not None:
+            self._full_rows(batch_size)
         self._pending: tuple[Batch, np.ndarray] | None = None
         self.examples_seen = 0
 
@@ -60,7 +69,7 @@ class StepFeeder:
         rows = batch_rows(batch)
         full = self._full_rows(rows)
         if rows > full:
-            raise ValueError(f"an input batch has {rows} rows, more than the first batch's {full}.")
+            raise ValueError(f"an input batch has {rows} rows, more than a full batch ({full}).")
         if rows < full and not self._pad:
             if self._per_replica_input or rows % self._replicas:
                 raise ValueError(

@@ -51,7 +51,8 @@ class Phase:
         if self.mode == ModeKeys.PREDICT:
             batches = ((features, None) for features, _ in batches)
         replicas = 1 if self.mesh is None else self.mesh.size
-        self.feeder = StepFeeder(batches, self.mode, replicas, est._input_pipeline())
+        batch_size = est._input_params(self.mode).get("batch_size") if self.mesh is not None else None
+        self.feeder = StepFeeder(batches, self.mode, replicas, est._input_pipeline(), batch_size)
         first = self.feeder.next_step()
         if first is None:
             return False

@@ -1,0 +1,236 @@
+"""Serving input receivers: what a ``serving_input_receiver_fn`` returns.
+
+These follow ``tf.estimator.export.ServingInputReceiver``,
+``TensorServingInputReceiver``, ``build_parsing_serving_input_receiver_fn`` and
+``build_raw_serving_input_receiver_fn``. The builders' functions create TF1 placeholders,
+so they must be called inside a ``tf.compat.v1`` graph (``tf.Graph().as_default()``), as
+``tf_bridge.export_saved_model`` does.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+# Keys used when a single tensor is given instead of a dict (TF's names).
+FEATURE_KEY = "feature"
+RECEIVER_KEY = "input"
+EXAMPLES_KEY = "examples"
+
+_TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
+
+
+def _check_tensor(value: Any, what: str) -> None:
+    """ValueError unless ``value`` is a Tensor, SparseTensor or RaggedTensor (as TF)."""
+    if isinstance(value, _TENSOR_TYPES):
+        return
+    if hasattr(value, "tensor"):  # TF also lets tensor wrappers convertible to a Tensor through.
+        try:
+            tf.convert_to_tensor(value)
+            return
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(
+        f"{what} has to be a tf.Tensor, tf.SparseTensor or tf.RaggedTensor; got a {type(value).__name__}."
+    )
+
+
+def _as_tensor_dict(value: Any, field: str, single_key: str, allow_int_keys: bool = False) -> dict[Any, Any]:
+    """Return ``value`` as a dict of tensors (a lone tensor goes under ``single_key``).
+
+    Raises:
+      ValueError: ``value`` is None, a key is not a str (or int where allowed), or a value
+        is not a tensor. TF raises ValueError for all three.
+    """
+    if value is None:
+        raise ValueError(f"{field} is required but was None.")
+    if not isinstance(value, Mapping):
+        value = {single_key: value}
+    out: dict[Any, Any] = {}
+    for key, tensor in value.items():
+        key_ok = isinstance(key, str) or (
+            allow_int_keys and isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+        )
+        if not key_ok:
+            kinds = "str or int" if allow_int_keys else "str"
+            raise ValueError(f"{field}: every key has to be a {kinds}; got {key!r}.")
+        _check_tensor(tensor, f"{field}[{key!r}]")
+        out[key] = tensor
+    return out
+
+
+class ServingInputReceiver(
+    collections.namedtuple(
+        "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives"]
+    )
+):
+    """What a serving_input_receiver_fn returns (``tf.estimator.export.ServingInputReceiver``).
+
+    Attributes:
+      features: dict of str (or int) to ``tf.Tensor`` / ``tf.SparseTensor`` /
+        ``tf.RaggedTensor``: what the model receives. A single tensor given here is
+        wrapped as ``{'feature': tensor}``, as TF does.
+      receiver_tensors: dict of str to tensors fed at serving time (usually one string
+        placeholder of serialized ``tf.Example``s). A single tensor is wrapped as
+        ``{'input': tensor}``.
+      receiver_tensors_alternatives: None, or a dict of str to further groups of receiver
+        tensors (each a tensor or a dict, wrapped like ``receiver_tensors``); each group
+        yields extra signatures named ``'<group>:<head>'``.
+
+    Raises:
+      ValueError: features or receiver_tensors is None, a key has the wrong type, a value
+        is not a tensor, or receiver_tensors_alternatives is not a dict (TF's type for
+        each of these).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        features: Any,
+        receiver_tensors: Any,
+        receiver_tensors_alternatives: Mapping[str, Any] | None = None,
+    ) -> ServingInputReceiver:
+        features = _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
+        receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
+        alternatives = _check_alternatives(receiver_tensors_alternatives)
+        return super().__new__(cls, features, receiver_tensors, alternatives)
+
+
+class TensorServingInputReceiver(
+    collections.namedtuple(
+        "TensorServingInputReceiver",
+        ["features", "receiver_tensors", "receiver_tensors_alternatives"],
+    )
+):
+    """A receiver whose model takes one tensor, not a dict
+    (``tf.estimator.export.TensorServingInputReceiver``).
+
+    Attributes:
+      features: the single ``tf.Tensor`` / ``tf.SparseTensor`` / ``tf.RaggedTensor``
+        given, passed to the model as is.
+      receiver_tensors: as in ``ServingInputReceiver`` (always a dict).
+      receiver_tensors_alternatives: as in ``ServingInputReceiver``.
+
+    Raises:
+      ValueError: features is None or not a single tensor (a dict is refused), or any
+        of ``ServingInputReceiver``'s cases.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        features: Any,
+        receiver_tensors: Any,
+        receiver_tensors_alternatives: Mapping[str, Any] | None = None,
+    ) -> TensorServingInputReceiver:
+        if features is None:
+            raise ValueError("features is required but was None.")
+        _check_tensor(features, "features")
+        receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
+        alternatives = _check_alternatives(receiver_tensors_alternatives)
+        return super().__new__(cls, features, receiver_tensors, alternatives)
+
+
+def _check_alternatives(alternatives: Any) -> dict[str, dict[str, Any]] | None:
+    """Wrap each group of ``receiver_tensors_alternatives`` into a dict (a new dict)."""
+    if alternatives is None:
+        return None
+    if not isinstance(alternatives, Mapping):
+        raise ValueError(
+            "receiver_tensors_alternatives has to be a dict of name to receiver tensors; "
+            f"got a {type(alternatives).__name__}."
+        )
+    return {
+        name: _as_tensor_dict(group, f"receiver_tensors_alternatives[{name!r}]", RECEIVER_KEY)
+        for name, group in alternatives.items()
+    }
+
+
+def build_parsing_serving_input_receiver_fn(
+    feature_spec: Mapping[str, Any], default_batch_size: int | None = None
+) -> Callable[[], ServingInputReceiver]:
+    """A serving_input_receiver_fn that parses serialized ``tf.Example``s
+    (``tf.estimator.export.build_parsing_serving_input_receiver_fn``).
+
+    The returned function, called inside a ``tf.compat.v1`` graph, creates a
+    ``tf.string`` placeholder of shape ``[default_batch_size]`` named
+    ``input_example_tensor``, parses it with ``tf.io.parse_example(serialized,
+    feature_spec)`` and returns ``ServingInputReceiver(parsed, {'examples': serialized})``.
+
+    Args:
+      feature_spec: dict of str to ``tf.io.FixedLenFeature`` / ``VarLenFeature`` / ...
+        (a ``FixedLenFeature(shape)`` yields a dense ``[batch, *shape]`` tensor; a
+        ``VarLenFeature`` a SparseTensor, which ``export_saved_model`` cannot pass to JAX).
+      default_batch_size: a static batch size, or None (recommended) for any batch size.
+
+    Returns:
+      A function of no arguments returning a ``ServingInputReceiver``.
+    """
+
+    def serving_input_receiver_fn() -> ServingInputReceiver:
+        serialized = tf.compat.v1.placeholder(
+            dtype=tf.string, shape=[default_batch_size], name="input_example_tensor"
+        )
+        features = tf.io.parse_example(serialized, dict(feature_spec))
+        return ServingInputReceiver(features, {EXAMPLES_KEY: serialized})
+
+    return serving_input_receiver_fn
+
+
+def _placeholder_like(value: Any, key: Any, default_batch_size: int | None) -> tf.Tensor:
+    """A placeholder with ``value``'s dtype and shape, its first dimension replaced by
+    ``default_batch_size`` (a scalar becomes ``[default_batch_size]``, as in TF)."""
+    if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        value = np.asarray(value)
+    dtype = tf.as_dtype(value.dtype)
+    shape = tf.TensorShape(value.shape)
+    if shape.rank is None:
+        raise ValueError(f"features[{key!r}] has an unknown rank; its shape is needed.")
+    shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
+    try:  # A graph tensor lends its op name, as TF does; anything else uses the key.
+        name = value.op.name
+    except AttributeError:
+        name = getattr(value, "name", None) or str(key)
+    return tf.compat.v1.placeholder(dtype=dtype, shape=shape, name=name)
+
+
+def build_raw_serving_input_receiver_fn(
+    features: Any, default_batch_size: int | None = None
+) -> Callable[[], ServingInputReceiver]:
+    """A serving_input_receiver_fn fed the features themselves
+    (``tf.estimator.export.build_raw_serving_input_receiver_fn``).
+
+    Args:
+      features: dict of str to examples of each feature: ``tf.Tensor``,
+        ``tf.TensorSpec``, numpy or JAX arrays (anything with ``shape`` and ``dtype``),
+        whose axis 0 is the batch. A single one is accepted too (TF needs a dict) and
+        ends up under ``'feature'`` / ``'input'``, as ``ServingInputReceiver`` wraps it.
+      default_batch_size: a static batch size, or None (recommended) for any batch size.
+
+    Returns:
+      A function that, inside a ``tf.compat.v1`` graph, makes one placeholder per
+      feature (its dtype, shape ``[default_batch_size, *shape[1:]]``, named after the
+      tensor's op or else the key) and returns ``ServingInputReceiver(placeholders,
+      placeholders)``: the receiver tensors are the features.
+
+    Raises:
+      ValueError: (when called) a feature has an unknown rank, or a bad key (see
+        ``ServingInputReceiver``).
+    """
+
+    def serving_input_receiver_fn() -> ServingInputReceiver:
+        if isinstance(features, Mapping):
+            placeholders: Any = {
+                key: _placeholder_like(value, key, default_batch_size) for key, value in features.items()
+            }
+        else:
+            placeholders = _placeholder_like(features, RECEIVER_KEY, default_batch_size)
+        return ServingInputReceiver(placeholders, placeholders)
+
+    return serving_input_receiver_fn
