@@ -43,7 +43,8 @@ class CheckpointStore:
             enable_async_checkpointing=True,
         )
         self.directory = checkpoint_dir(model_dir)
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler())
 
     def latest_step(self) -> int | None:
         """The global step of the newest complete checkpoint, or None."""
