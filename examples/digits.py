@@ -241,7 +241,7 @@ if __name__ == "__main__":
     parser.add_argument("--model_dir", default=None, help="defaults to a new temporary directory")
     parser.add_argument("--max_steps", type=int, default=600)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("absl", "jax", "orbax", "tensorflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     main(args.model_dir, args.max_steps)
