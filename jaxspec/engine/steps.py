@@ -60,7 +60,7 @@ class StepEngine:
       config: the RunConfig passed as ``config``.
       mesh: the replica Mesh, or None for one device (``jax.jit`` only).
 
-    After a loop is traced, ``parts[mode]`` holds that mode's SpecParts (hooks, host
+    After the first trace, ``parts[mode]`` holds that mode's SpecParts (hooks, host
     functions, scaffold, export heads); its arrays are tracers and must not be used.
     """
 
@@ -80,7 +80,9 @@ class StepEngine:
                  state=state, rng=rng, global_step=step),
         )
         parts = unpack_spec(spec, mode, on_mesh=self.mesh is not None)
-        self.parts[mode] = parts
+        # The first trace's hooks, host functions and scaffold are the ones the host uses;
+        # a retrace for another input shape must not swap in new hook objects.
+        self.parts.setdefault(mode, parts)
         return parts
 
     def _shard(self, fn: Callable[..., Any], in_specs: Any, out_specs: Any) -> Callable[..., Any]:

@@ -90,8 +90,11 @@ class Session:
         return self.engine.parts[self.mode]
 
     def trace(self, *batch_args: Any) -> None:
-        """Compile the loop for these host inputs so the spec's hooks and scaffold exist."""
-        self._compile(self.abstract_state, *put_stacked(batch_args, self.mesh))
+        """Trace (not compile) the loop for these host inputs, so the spec's hooks and
+        scaffold exist before the first step; compiling waits for the first real loop."""
+        args = (self.abstract_state, jax.ShapeDtypeStruct((), jnp.int32), self.step_key)
+        args += tuple(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch_args))
+        self._loop.trace(*args)
 
     def _compile(self, state: Any, *batch_args: Any) -> Any:
         args = (state, jnp.zeros((), jnp.int32), self.step_key, *batch_args)
