@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 
+from jaxspec.metrics.base import as_metric_state
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.estimator_spec import EstimatorSpec
 from jaxspec.spec.hooks import SessionRunHook
@@ -112,7 +113,9 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
         )
     return SpecParts(
         mode=mode, loss=spec.loss, new_state=spec.train_op, predictions=spec.predictions,
-        metric_states=dict(spec.eval_metric_ops) if mode == ModeKeys.EVAL else None,
+        metric_states=(
+            {k: as_metric_state(v, k) for k, v in spec.eval_metric_ops.items()} if mode == ModeKeys.EVAL else None
+        ),
         host_calls=host_calls,
         hooks=tuple(h for h in hooks if not isinstance(h, HostCallHook)),
         chief_hooks=tuple(h for h in chief_hooks if not isinstance(h, HostCallHook)),

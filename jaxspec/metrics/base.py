@@ -98,3 +98,20 @@ class Metric(struct.PyTreeNode):
 def is_metric_state(x: Any) -> bool:
     """True for a jaxspec metric state or any object with ``merge`` and ``compute``."""
     return isinstance(x, Metric) or (callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None)))
+
+
+def as_metric_state(value: Any, name: str = "") -> Metric:
+    """Normalise an ``eval_metric_ops`` value into a metric state the loop can merge.
+
+    Accepts a metric state (anything with ``merge`` and ``compute``). Other forms
+    (``(value, update)`` pairs, Keras-style objects) raise TypeError until supported.
+
+    Raises:
+      TypeError: ``value`` is not a supported metric form.
+    """
+    if is_metric_state(value):
+        return value
+    raise TypeError(
+        f"eval_metric_ops[{name!r}]: only jaxspec metric states (merge/compute) are supported, "
+        f"got {type(value).__name__}."
+    )
