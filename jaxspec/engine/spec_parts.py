@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from jaxspec.metrics.base import as_metric_state
 from jaxspec.mode_keys import ModeKeys
@@ -48,6 +49,16 @@ class SpecParts:
     chief_hooks: tuple[SessionRunHook, ...] = ()
     scaffold: Scaffold | None = None
     export_outputs: dict[str, Any] | None = None
+
+    @property
+    def all_hooks(self) -> tuple[SessionRunHook, ...]:
+        """The spec's hooks for this mode, chief-only ones last."""
+        return self.hooks + self.chief_hooks
+
+    def hook_tensors(self) -> list[dict[str, Any]]:
+        """Each hook's ``step_tensors()``, with a leading replica axis of 1 (so the mesh
+        concatenates replicas on it): ``[{name: array [1, ...]}]`` aligned with all_hooks."""
+        return [{k: jnp.asarray(v)[None] for k, v in h.step_tensors().items()} for h in self.all_hooks]
 
 
 def _host_call(pair: tuple[Callable[..., Any], Any], on_mesh: bool) -> HostCall:

@@ -92,9 +92,10 @@ class StepEngine:
 
     # -- train ---------------------------------------------------------------------------
     def train_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features, labels) -> (state, step, losses[N, R], host[...])``.
+        """``(state, step, key, features, labels) -> (state, step, losses[N, R], host, hooks)``.
 
-        ``host`` is a list (one per host call) of lists of arrays ``[N, R*b, ...]``.
+        ``host`` is a list (one per host call) of lists of arrays ``[N, R*b, ...]``;
+        ``hooks`` a list (one per spec hook) of dicts of arrays ``[N, R, ...]``.
         """
 
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
@@ -103,17 +104,17 @@ class StepEngine:
                 parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch)
                 new_state = check_new_state(st, parts.new_state)
                 host = [hc.tensors for hc in parts.host_calls]
-                return (new_state, gs + 1), (parts.loss[None], host)
+                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors())
 
-            (state, step), (losses, host) = jax.lax.scan(body, (state, step), (features, labels))
-            return state, step, losses, host
+            (state, step), (losses, host, hook_values) = jax.lax.scan(body, (state, step), (features, labels))
+            return state, step, losses, host, hook_values
 
-        sharded = self._shard(loop, (P(), P(), P(), _STACKED, _STACKED), (P(), P(), _STACKED, _STACKED))
+        sharded = self._shard(loop, (P(), P(), P(), _STACKED, _STACKED), (P(), P(), _STACKED, _STACKED, _STACKED))
         return jax.jit(sharded)
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host)``.
+        """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host, hooks)``.
 
         The dict holds ``'loss'`` (a Mean of the per-batch losses, each weighted by its
         share of real rows) and every metric, merged over the N steps.
@@ -131,7 +132,7 @@ class StepEngine:
                     else:
                         payload = {"loss": mean(loss), **parts.metric_states}
                 host = [hc.tensors for hc in parts.host_calls]
-                return carry, (loss[None], payload, host)
+                return carry, (loss[None], payload, host, parts.hook_tensors())
 
             _, out = jax.lax.scan(body, None, (features, labels, mask))
             return out
@@ -139,9 +140,9 @@ class StepEngine:
         sharded = self._shard(replica_loop, (P(), P(), P(), _STACKED, _STACKED, _STACKED), _STACKED)
 
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
-            losses, payload, host = sharded(state, step, key, features, labels, mask)
+            losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
             if not on_mesh:
-                return _fold_steps(payload), host
+                return _fold_steps(payload), host, hook_values
             parts = self.parts[ModeKeys.EVAL]
             n, r = losses.shape
             frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
@@ -157,21 +158,21 @@ class StepEngine:
 
                 per_step = jax.lax.map(step_metrics, (payload, mask))
                 states.update(_fold_steps(per_step))
-            return states, host
+            return states, host, hook_values
 
         return jax.jit(loop)
 
     # -- predict -------------------------------------------------------------------------
     def predict_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features) -> predictions[N, R*b, ...]``."""
+        """``(state, step, key, features) -> (predictions [N, R*b, ...], hooks)``."""
 
         def loop(state: Any, step: Any, key: Any, features: Any) -> Any:
             def body(carry: Any, f: Any) -> Any:
                 parts = self._call(ModeKeys.PREDICT, state, step, key, f, None)
-                return carry, parts.predictions
+                return carry, (parts.predictions, parts.hook_tensors())
 
-            _, preds = jax.lax.scan(body, None, features)
-            return preds
+            _, out = jax.lax.scan(body, None, features)
+            return out
 
         return jax.jit(self._shard(loop, (P(), P(), P(), _STACKED), _STACKED))
 

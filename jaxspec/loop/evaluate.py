@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from jaxspec.engine.steps import merge_metric_dicts
-from jaxspec.loop.hook_runner import HookRunner
+from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.summaries import write_scalars
 
@@ -38,10 +38,10 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
     session = phase.session
     if session.restored_step is None:
         _log.info("No checkpoint in %s; evaluating the initial state.", est.model_dir)
-    runner = HookRunner(list(hooks or ()) + list(session.parts.hooks))
+    runner = HookRunner(list(hooks or ()), session.parts.all_hooks, len(session.parts.chief_hooks))
     runner.begin()
     session.create_state()
-    runner.after_create_session()
+    runner.after_create_session(session.state, session.global_step)
     totals: dict[str, Any] | None = None
     done = 0
     while steps is None or done < steps:
@@ -51,12 +51,14 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
             break
         args, _, n = group
         runner.before_run()
-        states, host = session.run(*args)
+        states, host, hook_values = session.run(*args)
         totals = states if totals is None else _merge(totals, states)
         phase.call_host_fns(host, n)
         done += n
+        if est.config.log_step_count_steps:
+            _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
         loss = float(np.asarray(states["loss"].compute()))
-        if runner.after_run({"loss": loss, "global_step": session.global_step}):
+        if runner.after_run({"loss": loss}, session.state, session.global_step, last_step_values(hook_values)):
             break
     results = {key: _python_value(state.compute()) for key, state in totals.items()}
     results["global_step"] = session.global_step

@@ -5,12 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxspec.spec.hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 
 
-def _resolve(fetches: Any, values: dict[str, Any]) -> Any:
+def resolve_fetches(fetches: Any, values: dict[str, Any]) -> Any:
+    """``fetches`` (a name, or a list/tuple/dict of names) with each name replaced by its
+    value from ``values``.
+
+    Raises:
+      ValueError: a name is not among ``values``.
+      TypeError: a fetch is not a name.
+    """
     if fetches is None:
         return None
     if isinstance(fetches, str):
@@ -18,33 +26,86 @@ def _resolve(fetches: Any, values: dict[str, Any]) -> Any:
             raise ValueError(f"a hook asked to fetch {fetches!r}; available values are {sorted(values)}.")
         return values[fetches]
     if isinstance(fetches, dict):
-        return {k: _resolve(v, values) for k, v in fetches.items()}
+        return {k: resolve_fetches(v, values) for k, v in fetches.items()}
     if isinstance(fetches, (list, tuple)):
-        return type(fetches)(_resolve(v, values) for v in fetches)
-    raise TypeError(f"SessionRunArgs.fetches must name values ('loss', 'global_step', ...), got {fetches!r}.")
+        return type(fetches)(resolve_fetches(v, values) for v in fetches)
+    raise TypeError(
+        f"SessionRunArgs.fetches must name values ('loss', 'global_step', ...), got {type(fetches).__name__}."
+    )
+
+
+class HostSession:
+    """What jaxspec passes where TF passes a ``tf.compat.v1.Session`` to hooks.
+
+    ``run(fetches)`` resolves names (``'global_step'`` always; ``'loss'`` and the hook's
+    own ``step_tensors()`` names after a step) to their latest numpy values. ``state`` is
+    the current state pytree (a JAX addition: hooks that save or inspect the model read
+    it instead of variables); ``global_step`` the current global step (int).
+    """
+
+    def __init__(self) -> None:
+        self.state: Any = None
+        self.global_step = 0
+        self._values: dict[str, Any] = {}
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Record the latest values (numpy) of a step or loop."""
+        self._values.update(values)
+
+    def values_for(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The fetchable values, plus one hook's own ``extra`` values."""
+        return {**self._values, "global_step": np.asarray(self.global_step), **(extra or {})}
+
+    def run(self, fetches: Any, extra: dict[str, Any] | None = None) -> Any:
+        """Resolve ``fetches`` against the latest values."""
+        return resolve_fetches(fetches, self.values_for(extra))
 
 
 class HookRunner:
-    """Calls the hooks of one train/evaluate/predict call in tf.estimator's order."""
+    """Calls the hooks of one train/evaluate/predict call in tf.estimator's order.
 
-    def __init__(self, hooks: Iterable[SessionRunHook]) -> None:
-        self.hooks = list(hooks)
+    Order: ``hooks`` (the user's), then the spec's hooks, then ``after`` (the
+    Estimator's own, e.g. its CheckpointSaverHook).
+
+    Args:
+      hooks: the user's hooks.
+      spec_hooks: the spec's hooks for this mode, aligned with the step's hook values
+        (``SpecParts.all_hooks``); ``chief_count`` of them, at the end, are chief-only and
+        run on process 0 only.
+      after: hooks that run last.
+    """
+
+    def __init__(self, hooks: Iterable[SessionRunHook], spec_hooks: Iterable[SessionRunHook] = (),
+                 chief_count: int = 0, after: Iterable[SessionRunHook] = ()) -> None:
+        spec = list(spec_hooks)
+        chief = jax.process_index() == 0
+        entries = [(h, None) for h in hooks]
+        entries += [(h, i) for i, h in enumerate(spec) if chief or i < len(spec) - chief_count]
+        entries += [(h, None) for h in after]
+        for h, _ in entries:
+            if not isinstance(h, SessionRunHook):
+                raise TypeError(f"hooks must be SessionRunHooks, got {type(h).__name__}.")
+        self._entries = entries
+        self.hooks = [h for h, _ in entries]
+        self.session = HostSession()
+        self._spec_values: list[dict[str, Any]] = [{} for _ in spec]
         self._args: list[SessionRunArgs | None] = []
         self._context: SessionRunContext | None = None
 
     def begin(self) -> None:
-        """``begin()`` then ``after_create_session(None, None)`` on every hook."""
+        """``begin()`` on every hook, in order."""
         for h in self.hooks:
             h.begin()
 
-    def after_create_session(self) -> None:
-        """``after_create_session(None, None)`` on every hook."""
+    def after_create_session(self, state: Any, global_step: int) -> None:
+        """``after_create_session(session, None)`` on every hook once the state exists."""
+        self.session.state, self.session.global_step = state, global_step
         for h in self.hooks:
-            h.after_create_session(None, None)
+            h.after_create_session(self.session, None)
 
     def before_run(self) -> None:
         """Ask each hook what it wants from the coming step (or loop)."""
-        self._context = SessionRunContext(original_args=SessionRunArgs(fetches=None))
+        self._context = SessionRunContext(original_args=SessionRunArgs(fetches=None), session=self.session)
         self._args = []
         for h in self.hooks:
             args = h.before_run(self._context)
@@ -52,16 +113,42 @@ class HookRunner:
                 raise ValueError("SessionRunArgs.feed_dict is not supported: a compiled step has nothing to feed.")
             self._args.append(args)
 
-    def after_run(self, values: dict[str, Any]) -> bool:
-        """Hand each hook its fetched values; return True if a hook requested a stop."""
+    def after_run(self, values: dict[str, Any], state: Any, global_step: int,
+                  spec_values: list[dict[str, Any]] | None = None) -> bool:
+        """Hand each hook its fetched values; return True if a hook requested a stop.
+
+        ``spec_values`` holds, per spec hook, its ``step_tensors()`` values (numpy).
+        """
         assert self._context is not None
-        values = {k: np.asarray(v) for k, v in values.items()}
-        for h, args in zip(self.hooks, self._args, strict=True):
-            results = _resolve(args.fetches, values) if args is not None else None
+        self.session.state, self.session.global_step = state, global_step
+        self.session.update({k: np.asarray(v) for k, v in values.items()})
+        if spec_values is not None:
+            self._spec_values = spec_values
+        for (h, index), args in zip(self._entries, self._args, strict=True):
+            extra = self._spec_values[index] if index is not None else None
+            results = self.session.run(args.fetches, extra) if args is not None else None
             h.after_run(self._context, SessionRunValues(results=results, options=None, run_metadata=None))
         return self._context.stop_requested
 
     def end(self) -> None:
-        """``end(None)`` on every hook."""
-        for h in self.hooks:
-            h.end(None)
+        """``end(session)`` on every hook; a hook's ``session.run`` sees its own values."""
+        for h, index in self._entries:
+            extra = self._spec_values[index] if index is not None else None
+            h.end(_BoundSession(self.session, extra))
+
+
+class _BoundSession:
+    """A HostSession seen by one hook: ``run`` also resolves that hook's step tensors."""
+
+    def __init__(self, session: HostSession, extra: dict[str, Any] | None) -> None:
+        self._session, self._extra = session, extra
+        self.state, self.global_step = session.state, session.global_step
+
+    def run(self, fetches: Any) -> Any:
+        """Resolve ``fetches`` against the latest values and this hook's own."""
+        return self._session.run(fetches, self._extra)
+
+
+def last_step_values(hook_values: Any) -> list[dict[str, np.ndarray]]:
+    """Per spec hook, each step tensor's value at the loop's last step on replica 0."""
+    return jax.device_get(jax.tree.map(lambda x: x[-1, 0], hook_values))

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxspec.loop.hook_runner import HookRunner
+from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 
 _log = logging.getLogger("jaxspec")
@@ -36,18 +36,22 @@ def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoi
     session = phase.session
     if session.restored_step is None:
         _log.info("No checkpoint in %s; predicting with the initial state.", est.model_dir)
-    runner = HookRunner(list(hooks or ()) + list(session.parts.hooks))
+    runner = HookRunner(list(hooks or ()), session.parts.all_hooks, len(session.parts.chief_hooks))
     runner.begin()
     session.create_state()
-    runner.after_create_session()
+    runner.after_create_session(session.state, session.global_step)
     while True:
         group = phase.next_group(phase.iterations_per_loop)
         if group is None:
             break
         args, mask, n = group
         runner.before_run()
-        preds = _select(jax.device_get(session.run(*args)), predict_keys)
-        stop = runner.after_run({"global_step": session.global_step})
+        preds, hook_values = session.run(*args)
+        preds = _select(jax.device_get(preds), predict_keys)
+        last_real = mask[n - 1] > 0
+        fetchable = preds if isinstance(preds, dict) else {"predictions": preds}
+        values = {k: np.asarray(v[n - 1])[last_real] for k, v in fetchable.items()}
+        stop = runner.after_run(values, session.state, session.global_step, last_step_values(hook_values))
         for i in range(n):
             real = mask[i] > 0
             batch = jax.tree.map(lambda x, i=i, real=real: np.asarray(x[i])[real], preds)

@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from jaxspec.loop.hook_runner import HookRunner
+from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.summaries import write_scalars
+from jaxspec.spec.hooks import SessionRunHook
 
 _log = logging.getLogger("jaxspec")
 
@@ -40,59 +42,61 @@ def check_steps(steps: Any, max_steps: Any) -> None:
         raise ValueError(f"train: max_steps must be > 0, got {max_steps}.")
 
 
-class _Progress:
-    """tf.estimator's log lines (loss, step, global_step/sec) and TensorBoard scalars."""
+class ProgressHook(SessionRunHook):
+    """tf.estimator's default training output: ``loss = ..., step = ...`` and
+    ``global_step/sec`` log lines every ``log_step_count_steps``, and the loss of every
+    step that is a multiple of ``save_summary_steps`` (plus ``global_step/sec`` and, for
+    TPUEstimator, ``examples/sec``) in model_dir's event file. ``log_step_count_steps``
+    None or 0 turns the log lines off."""
 
-    def __init__(self, phase: Phase, start_step: int) -> None:
-        self.phase = phase
-        cfg = phase.est.config
-        self.summary_every = cfg.save_summary_steps or 0
-        self.log_every = cfg.log_step_count_steps or 0
-        self.last_log_step, self.last_log_time = start_step, time.time()
-        self.examples_per_step = phase.global_batch_size
+    def __init__(self, model_dir: str, summary_every: int, log_every: int, examples_per_step: int | None) -> None:
+        self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
+        self.examples_per_step = examples_per_step
+        self.losses = np.zeros(0)
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        """Start timing at the current global step."""
+        self.last_step, self.last_time = int(session.global_step), time.time()
 
     def after_loop(self, first_step: int, losses: np.ndarray) -> None:
+        """Record a loop's per-step losses (all of them, not only the last)."""
         step = first_step + len(losses)
         if self.summary_every:
             for i, loss in enumerate(losses):
-                s = first_step + i + 1
-                if s % self.summary_every == 0:
-                    write_scalars(self.phase.est.model_dir, s, {"loss": loss})
-        if self.log_every and step // self.log_every > self.last_log_step // self.log_every:
-            elapsed = max(time.time() - self.last_log_time, 1e-9)
-            rate = (step - self.last_log_step) / elapsed
-            _log.info("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed)
-            _log.info("global_step/sec: %.4g", rate)
-            scalars = {"global_step/sec": rate}
-            if self.examples_per_step:
-                scalars["examples/sec"] = rate * self.examples_per_step
-            write_scalars(self.phase.est.model_dir, step, scalars)
-            self.last_log_step, self.last_log_time = step, time.time()
-
-
-class _Saver:
-    """When to save: every save_checkpoints_steps / _secs, and at the end."""
-
-    def __init__(self, phase: Phase, listeners: list[Any], start_step: int) -> None:
-        cfg = phase.est.config
-        self.phase, self.listeners = phase, listeners
-        self.every_steps, self.every_secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
-        self.last_step, self.last_time = start_step, time.time()
-
-    def maybe_save(self, step: int, state: Any, force: bool = False) -> None:
-        due = force or (
-            (self.every_steps and step // self.every_steps > self.last_step // self.every_steps)
-            or (self.every_secs and time.time() - self.last_time >= self.every_secs)
-        )
-        if not due or step == self.last_step and not force:
+                if (first_step + i + 1) % self.summary_every == 0:
+                    write_scalars(self.model_dir, first_step + i + 1, {"loss": loss})
+        if not self.log_every or step // self.log_every == self.last_step // self.log_every:
             return
-        for listener in self.listeners:
-            listener.before_save(None, step)
-        if self.phase.store.save(step, state):
-            _log.info("Saving checkpoints for %d into %s.", step, self.phase.store.directory)
-        for listener in self.listeners:
-            listener.after_save(None, step)
+        elapsed = max(time.time() - self.last_time, 1e-9)
+        rate = (step - self.last_step) / elapsed
+        _log.info("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed)
+        _log.info("global_step/sec: %.4g", rate)
+        scalars = {"global_step/sec": rate}
+        if self.examples_per_step:
+            scalars["examples/sec"] = rate * self.examples_per_step
+        write_scalars(self.model_dir, step, scalars)
         self.last_step, self.last_time = step, time.time()
+
+
+def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
+    from jaxspec.hooks.checkpoint import CheckpointSaverHook
+
+    cfg = phase.est.config
+    steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
+    if not steps and not secs:
+        secs = float("inf")  # no periodic saves; the final step is still saved in end()
+    return CheckpointSaverHook(phase.est.model_dir, save_secs=secs or None, save_steps=steps or None,
+                               listeners=listeners, store=phase.store)
+
+
+def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int | None:
+    from jaxspec.hooks.basic import StopAtStepHook
+
+    last = max_steps if max_steps is not None else (start + steps if steps is not None else None)
+    for h in hooks:
+        if isinstance(h, StopAtStepHook) and h.last_step is not None:
+            last = h.last_step if last is None else min(last, h.last_step)
+    return last
 
 
 def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any) -> None:
@@ -106,45 +110,49 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
         return
-    session = phase.session
-    start = session.global_step
-    last_step = max_steps if max_steps is not None else (start + steps if steps is not None else None)
-    runner = HookRunner(list(hooks or ()) + list(session.parts.hooks) + phase.chief_hooks())
+    session, parts = phase.session, phase.session.parts
+    cfg = est.config
+    progress = ProgressHook(est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size)
+    runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks),
+                        after=[progress, _saver_hook(phase, list(saving_listeners or ()))])
     runner.begin()
     session.create_state()
-    runner.after_create_session()
-    listeners = list(saving_listeners or ())
-    for listener in listeners:
-        listener.begin()
-    progress, saver = _Progress(phase, start), _Saver(phase, listeners, start)
-    final_loss = None
+    runner.after_create_session(session.state, session.global_step)
+    last_step = _last_step(runner.hooks, session.global_step, steps, max_steps)
     try:
-        while last_step is None or session.global_step < last_step:
-            n = phase.iterations_per_loop
-            if last_step is not None:
-                n = min(n, last_step - session.global_step)
-            group = phase.next_group(n)
-            if group is None:
-                break
-            args, _, n = group
-            runner.before_run()
-            state, _, losses, host = session.run(*args)
-            losses = np.asarray(losses).mean(axis=1)
-            if np.isnan(losses).any():
-                raise NanLossDuringTrainingError()
-            first = session.global_step
-            session.state, session.global_step = state, first + n
-            phase.call_host_fns(host, n)
-            progress.after_loop(first, losses)
-            stop = runner.after_run({"loss": losses[-1], "global_step": session.global_step})
-            saver.maybe_save(session.global_step, session.state)
-            if stop:
-                break
-            final_loss = losses[-1]
-        saver.maybe_save(session.global_step, session.state, force=True)
-        runner.end()
-        for listener in listeners:
-            listener.end(None, session.global_step)
-        _log.info("Loss for final step: %s.", final_loss)
+        with PreemptionWatcher() as preemption:
+            _loops(phase, runner, progress, last_step, preemption)
+            runner.end()
+        _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.store.wait()
+    if preemption.triggered:
+        _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", session.global_step)
+        raise SystemExit(0)
+
+
+def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: int | None,
+           preemption: PreemptionWatcher) -> None:
+    session = phase.session
+    while last_step is None or session.global_step < last_step:
+        n = phase.iterations_per_loop
+        if last_step is not None:
+            n = min(n, last_step - session.global_step)
+        group = phase.next_group(n)
+        if group is None:
+            break
+        args, _, n = group
+        runner.before_run()
+        state, _, losses, host, hook_values = session.run(*args)
+        losses = np.asarray(losses).mean(axis=1)
+        if np.isnan(losses).any():
+            raise NanLossDuringTrainingError()
+        first = session.global_step
+        session.state, session.global_step = state, first + n
+        phase.call_host_fns(host, n)
+        progress.losses = losses
+        progress.after_loop(first, losses)
+        stop = runner.after_run({"loss": losses[-1]}, session.state, session.global_step,
+                                last_step_values(hook_values))
+        if stop or preemption.triggered:
+            break

@@ -37,6 +37,17 @@ class SessionRunHook:
     def end(self, session: Any) -> None:
         """Called once at the end of train/evaluate/predict (not after an exception)."""
 
+    def step_tensors(self) -> dict[str, Any]:
+        """Arrays from model_fn this hook wants after each step (a JAX addition).
+
+        TF hooks built inside model_fn fetch graph tensors; a compiled JAX step can only
+        hand back what it returns. A hook in a spec's hook lists may return
+        ``{name: array}`` here (arrays computed in model_fn); the step returns them and
+        ``before_run`` can fetch them by ``name`` like ``'loss'``. On the mesh the value is
+        replica 0's; with ``iterations_per_loop > 1``, the loop's last step's. Default: none.
+        """
+        return {}
+
 
 class SessionRunArgs(namedtuple("SessionRunArgs", ["fetches", "feed_dict", "options"])):
     """What a hook asks of the next step (``tf.estimator.SessionRunArgs``).

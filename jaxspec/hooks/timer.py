@@ -1,0 +1,52 @@
+"""SecondOrStepTimer: trigger every N seconds or every N steps (``tf.estimator.SecondOrStepTimer``)."""
+
+from __future__ import annotations
+
+import time
+
+
+class SecondOrStepTimer:
+    """Triggers at most once per ``every_secs`` seconds or once per ``every_steps`` steps.
+
+    Args:
+      every_secs: seconds between triggers (float), or None.
+      every_steps: steps between triggers (int), or None.
+
+    Raises:
+      ValueError: both or neither are given, or a value is negative.
+    """
+
+    def __init__(self, every_secs: float | None = None, every_steps: int | None = None) -> None:
+        if (every_secs is None) == (every_steps is None):
+            raise ValueError("SecondOrStepTimer: give exactly one of every_secs and every_steps.")
+        if (every_secs is not None and every_secs < 0) or (every_steps is not None and every_steps < 0):
+            raise ValueError("SecondOrStepTimer: every_secs and every_steps must be >= 0.")
+        self._every_secs = every_secs
+        self._every_steps = every_steps
+        self._last_step: int | None = None
+        self._last_time: float | None = None
+
+    def reset(self) -> None:
+        """Forget the last trigger: the next step triggers."""
+        self._last_step = self._last_time = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """Whether ``step`` is due: the first step ever, or enough seconds/steps since."""
+        if self._last_step is None:
+            return True
+        if step == self._last_step:
+            return False
+        if self._every_secs is not None:
+            return time.time() >= self._last_time + self._every_secs
+        return step >= self._last_step + self._every_steps
+
+    def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
+        """Mark ``step`` as triggered; return (seconds, steps) since the previous trigger."""
+        now = time.time()
+        elapsed = (None, None) if self._last_time is None else (now - self._last_time, step - self._last_step)
+        self._last_time, self._last_step = now, step
+        return elapsed
+
+    def last_triggered_step(self) -> int | None:
+        """The step of the last trigger, or None."""
+        return self._last_step
