@@ -38,8 +38,8 @@ class Estimator:
         files and eval results; a temporary directory if None or empty.
       config: a RunConfig.
       params: dict passed to model_fn (deep-copied).
-      warm_start_from: accepted; warm starting is not built yet (NotImplementedError
-        when given).
+      warm_start_from: a model_dir / checkpoint path or a WarmStartSettings; used only
+        when model_dir has no checkpoint (TypeError for another type).
       init_fn: builds the first state; None means model_fn gets an empty dict.
 
     Raises:
@@ -61,8 +61,9 @@ class Estimator:
             raise ValueError(f"config must be a jaxspec.RunConfig, got {type(config).__name__}.")
         if model_fn is None:
             raise ValueError("model_fn is required.")
-        if warm_start_from is not None:
-            raise NotImplementedError("warm_start_from is not supported yet.")
+        from jaxspec.loop.warm_start import as_settings
+
+        self._warm_start_settings = as_settings(warm_start_from)
         config = config or RunConfig()
         if model_dir and config.model_dir and model_dir != config.model_dir:
             raise ValueError(f"model_dir {model_dir!r} conflicts with config.model_dir {config.model_dir!r}.")
@@ -192,6 +193,18 @@ class Estimator:
         if step is None:
             raise ValueError(f"no checkpoint in {self.model_dir}.")
         return store._manager.item_metadata(step)
+
+    def get_variable_value(self, name: str) -> Any:
+        """The value (numpy) of state leaf ``name`` in the latest checkpoint
+        (``Estimator.get_variable_value``).
+
+        Raises:
+          ValueError: no checkpoint, or no leaf of that name.
+        """
+        values = self._checkpoint_store().read()
+        if name not in values:
+            raise ValueError(f"{name!r} is not in the checkpoint; names are {sorted(values)}.")
+        return values[name]
 
     # -- what subclasses change --------------------------------------------------------
     def _checkpoint_store(self) -> CheckpointStore:

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -75,6 +76,30 @@ class CheckpointStore:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
         return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
 
+    def restore_path(self, path: str, target: Any) -> Any:
+        """Restore the checkpoint step directory ``path`` (any model_dir's) into ``target``.
+
+        Raises:
+          ValueError: ``path`` is not a checkpoint, or its leaves do not match ``target``.
+        """
+        item = item_directory(path)
+        checkpointer = ocp.StandardCheckpointer()
+        _check_against_metadata(checkpointer.metadata(item).item_metadata.tree, target)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        return checkpointer.restore(item, abstract)
+
+    def read(self, step: int | None = None) -> dict[str, np.ndarray]:
+        """``{leaf name: numpy value}`` of a checkpoint (the latest by default).
+
+        Raises:
+          ValueError: there is no checkpoint.
+        """
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise ValueError(f"no checkpoint in {self.directory}.")
+        restored = ocp.StandardCheckpointer().restore(item_directory(self.path(step)))
+        return {name: np.asarray(value) for name, value in named_leaves(restored)}
+
     def wait(self) -> None:
         """Block until pending saves are complete."""
         self._manager.wait_until_finished()
@@ -82,6 +107,20 @@ class CheckpointStore:
     def close(self) -> None:
         """Finish pending saves and release the manager."""
         self._manager.close()
+
+
+def item_directory(path: str) -> str:
+    """The directory holding a checkpoint's arrays: ``<step>/default`` for a
+    CheckpointManager step directory, ``path`` itself otherwise.
+
+    Raises:
+      ValueError: ``path`` does not exist.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(path):
+        raise ValueError(f"{path} is not a checkpoint directory.")
+    default = os.path.join(path, "default")
+    return default if os.path.isdir(default) else path
 
 
 def _key_name(entry: Any) -> str:

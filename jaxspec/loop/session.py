@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from jaxspec.engine.mesh import put_replicated, put_stacked, replicated
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.checkpoints import CheckpointStore
+from jaxspec.loop.warm_start import WarmStartSettings, warm_start
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -58,18 +60,20 @@ class Session:
         self._init_fn = init_fn
         self._first_batch = first_batch
         self.store = store
+        self.checkpoint_path = checkpoint_path
         self.restored_step = self._checkpoint_step(checkpoint_path)
         self.abstract_state = self._abstract_state()
         self.state: Any = None
         self.global_step = self.restored_step or 0
+        self.warm_start: WarmStartSettings | None = None
 
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
             return self.store.latest_step()
-        try:
-            return int(str(checkpoint_path).rstrip("/").split("/")[-1])
-        except ValueError as e:
-            raise ValueError(f"checkpoint_path {checkpoint_path!r} is not a checkpoint step directory.") from e
+        name = os.path.basename(os.path.normpath(os.fspath(checkpoint_path)))
+        if not name.isdigit():
+            raise ValueError(f"checkpoint_path {checkpoint_path!r} is not a checkpoint step directory.")
+        return int(name)
 
     def _call_init(self) -> Any:
         if self._init_fn is None:
@@ -104,13 +108,19 @@ class Session:
         return self._compiled[sig]
 
     def create_state(self) -> None:
-        """Restore the checkpoint, or run init_fn then the spec's Scaffold.init_fn (as TF,
-        the scaffold only applies when nothing is restored)."""
+        """Restore the checkpoint, or run init_fn, then warm start (``self.warm_start``),
+        then the spec's Scaffold.init_fn (as TF, both only when nothing is restored)."""
+        if self.checkpoint_path is not None:
+            self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
+            _log.info("Restored state from %s.", self.checkpoint_path)
+            return
         if self.restored_step is not None:
             self.state = self.store.restore(self.restored_step, self.abstract_state)
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
             return
         state = self._as_traced(self._call_init())
+        if self.warm_start is not None:
+            state = self._as_traced(warm_start(state, self.warm_start))
         scaffold = self.parts.scaffold
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))

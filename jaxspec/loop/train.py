@@ -116,6 +116,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks),
                         after=[progress, _saver_hook(phase, list(saving_listeners or ()))])
     runner.begin()
+    session.warm_start = est._warm_start_settings
     session.create_state()
     runner.after_create_session(session.state, session.global_step)
     last_step = _last_step(runner.hooks, session.global_step, steps, max_steps)

@@ -1,0 +1,145 @@
+"""Exporters for train_and_evaluate (``tf.estimator.LatestExporter`` and friends).
+
+Each writes SavedModels through ``Estimator.export_saved_model`` (``tf_bridge``) into
+``model_dir/export/<name>/<timestamp>``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+_log = logging.getLogger("jaxspec")
+
+
+class Exporter:
+    """Base class (``tf.estimator.Exporter``): ``export`` is called after each evaluation."""
+
+    @property
+    def name(self) -> str:
+        """Directory name under ``model_dir/export``."""
+        raise NotImplementedError
+
+    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
+               is_the_final_export: bool) -> bytes | None:
+        """Export (or not); return the export directory as bytes, or None."""
+        raise NotImplementedError
+
+
+def _check_keep(exports_to_keep: int | None) -> None:
+    if exports_to_keep is not None and exports_to_keep <= 0:
+        raise ValueError("exports_to_keep must be a positive number or None.")
+
+
+class _SavedModelExporter(Exporter):
+    def __init__(self, name: str, serving_input_receiver_fn: Callable[[], Any], assets_extra: Any = None,
+                 as_text: bool = False, exports_to_keep: int | None = 5) -> None:
+        if not name:
+            raise ValueError("an exporter needs a non-empty name.")
+        _check_keep(exports_to_keep)
+        self._name = name
+        self._receiver_fn = serving_input_receiver_fn
+        self._assets_extra, self._as_text, self._keep = assets_extra, as_text, exports_to_keep
+
+    @property
+    def name(self) -> str:
+        """Directory name under ``model_dir/export``."""
+        return self._name
+
+    def _write(self, estimator: Any, export_path: str, checkpoint_path: str) -> bytes:
+        path = estimator.export_saved_model(export_path, self._receiver_fn, assets_extra=self._assets_extra,
+                                            as_text=self._as_text, checkpoint_path=checkpoint_path)
+        self._garbage_collect(export_path)
+        return path
+
+    def _garbage_collect(self, export_path: str) -> None:
+        if self._keep is None:
+            return
+        stamps = sorted(int(d) for d in os.listdir(export_path) if d.isdigit())
+        for stamp in stamps[: max(0, len(stamps) - self._keep)]:
+            shutil.rmtree(os.path.join(export_path, str(stamp)), ignore_errors=True)
+
+
+class LatestExporter(_SavedModelExporter):
+    """Exports after every evaluation and keeps the newest ``exports_to_keep``
+    (``tf.estimator.LatestExporter``).
+
+    Args:
+      name: directory under ``model_dir/export``.
+      serving_input_receiver_fn: as for ``export_saved_model``.
+      assets_extra, as_text: as for ``export_saved_model``.
+      exports_to_keep: how many exports to keep (5); None keeps all.
+
+    Raises:
+      ValueError: exports_to_keep <= 0, or an empty name.
+    """
+
+    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
+               is_the_final_export: bool) -> bytes:
+        """Write a SavedModel of ``checkpoint_path``."""
+        return self._write(estimator, export_path, checkpoint_path)
+
+
+class FinalExporter(_SavedModelExporter):
+    """Exports only after the final evaluation (``tf.estimator.FinalExporter``)."""
+
+    def __init__(self, name: str, serving_input_receiver_fn: Callable[[], Any], assets_extra: Any = None,
+                 as_text: bool = False) -> None:
+        super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep=None)
+
+    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
+               is_the_final_export: bool) -> bytes | None:
+        """Write a SavedModel when ``is_the_final_export``."""
+        return self._write(estimator, export_path, checkpoint_path) if is_the_final_export else None
+
+
+def _loss_smaller(best_eval_result: dict[str, Any], current_eval_result: dict[str, Any]) -> bool:
+    """True when the current ``loss`` is below the best one (BestExporter's default).
+
+    Raises:
+      ValueError: either result has no ``loss``.
+    """
+    for result in (best_eval_result, current_eval_result):
+        if not result or "loss" not in result:
+            raise ValueError("BestExporter's default compare_fn needs 'loss' in the eval results.")
+    return current_eval_result["loss"] < best_eval_result["loss"]
+
+
+class BestExporter(_SavedModelExporter):
+    """Exports when an evaluation beats the best so far (``tf.estimator.BestExporter``).
+
+    The best result is kept in memory for the life of the exporter (TF also reads
+    earlier results from ``event_file_pattern``; that argument is accepted and unused).
+
+    Args:
+      name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep: as
+        LatestExporter.
+      event_file_pattern: accepted for compatibility.
+      compare_fn: ``(best_eval_result, current_eval_result) -> bool``; default: lower loss.
+
+    Raises:
+      ValueError: compare_fn does not take exactly those two arguments.
+    """
+
+    def __init__(self, name: str = "best_exporter", serving_input_receiver_fn: Callable[[], Any] | None = None,
+                 event_file_pattern: str = "eval/*.tfevents.*", compare_fn: Callable[..., bool] = _loss_smaller,
+                 assets_extra: Any = None, as_text: bool = False, exports_to_keep: int | None = 5) -> None:
+        params = set(inspect.signature(compare_fn).parameters)
+        if params != {"best_eval_result", "current_eval_result"}:
+            raise ValueError("compare_fn must take exactly best_eval_result and current_eval_result.")
+        super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep)
+        self._compare = compare_fn
+        self._best: dict[str, Any] | None = None
+
+    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
+               is_the_final_export: bool) -> bytes | None:
+        """Write a SavedModel when ``eval_result`` is the best so far."""
+        if self._best is not None and not self._compare(best_eval_result=self._best, current_eval_result=eval_result):
+            return None
+        self._best = dict(eval_result)
+        _log.info("New best eval result at global step %s; exporting.", eval_result.get("global_step"))
+        return self._write(estimator, export_path, checkpoint_path)
