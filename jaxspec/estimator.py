@@ -160,18 +160,61 @@ class Estimator:
                            experimental_mode: str = ModeKeys.PREDICT) -> bytes:
         """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
 
-        Returns the timestamped export directory as bytes. Needs TensorFlow.
+        model_fn runs in ``experimental_mode`` on the features (and, in TRAIN/EVAL,
+        labels) of ``serving_input_receiver_fn``'s receiver; the state of the latest
+        checkpoint (or ``checkpoint_path``) becomes the SavedModel's variables. PREDICT
+        (tag ``serve``): one signature per export_outputs head, as TF. TRAIN/EVAL (tags
+        ``train``/``eval``, receivers from ``tf_bridge.build_supervised_input_receiver_fn_from_input_fn``):
+        see ``experimental_export_all_saved_models``. The batch dimension stays symbolic.
+        Needs TensorFlow; ``tf_bridge`` documents the graph and the export record.
+
+        Returns:
+          The timestamped export directory (``export_dir_base/<unix seconds>``) as bytes.
 
         Raises:
-          ValueError: there is no checkpoint to export.
-          NotImplementedError: experimental_mode is not PREDICT.
+          ValueError: no serving_input_receiver_fn, an unknown experimental_mode, or no
+            checkpoint to export (as TF).
+          tf_bridge.ExportCompatibilityError: the installed TensorFlow cannot run what
+            this JAX writes (found at export time, before the directory is renamed).
         """
-        from tf_bridge.estimator_export import export_estimator
+        if not serving_input_receiver_fn:
+            raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
+        return self.experimental_export_all_saved_models(
+            export_dir_base, {experimental_mode: serving_input_receiver_fn}, assets_extra=assets_extra,
+            as_text=as_text, checkpoint_path=checkpoint_path)
 
-        if experimental_mode != ModeKeys.PREDICT:
-            raise NotImplementedError("only PREDICT exports are supported yet.")
-        return export_estimator(self, export_dir_base, serving_input_receiver_fn, assets_extra, as_text,
-                                checkpoint_path)
+    def experimental_export_all_saved_models(self, export_dir_base: str,
+                                             input_receiver_fn_map: dict[str, Callable[..., Any]],
+                                             assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                                             checkpoint_path: str | None = None) -> bytes:
+        """One SavedModel with a meta graph per mode, sharing one set of variables, as
+        ``tf.estimator.Estimator.experimental_export_all_saved_models``.
+
+        ``input_receiver_fn_map`` maps ModeKeys to receiver fns (TRAIN/EVAL: returning a
+        ``tf_bridge.SupervisedInputReceiver``). Meta graphs are written TRAIN, EVAL,
+        PREDICT, as TF. TRAIN (tag ``train``): signature ``train``
+        (``tensorflow/supervised/training``), outputs ``loss`` and ``predictions[/key]``;
+        the new state model_fn returns is assigned to the variables (and global_step
+        incremented) by the op in the ``saved_model_train_op`` collection, so running it
+        in TF is one real training step. EVAL (tag ``eval``): signature ``eval``
+        (``tensorflow/supervised/eval``), outputs ``loss``, ``predictions[/key]``,
+        ``metrics/<name>/value`` and ``metrics/<name>/update_op`` (metric states in
+        local variables, merged per update_op, as TF's streaming metrics). host_call and
+        hooks are not exported. Differences from TF: JAX computes integers as int32
+        (TF's ``tf.argmax`` gives int64), and TRAIN exports carry eval_metric_ops only
+        in EVAL.
+
+        Returns:
+          The timestamped export directory as bytes.
+
+        Raises:
+          ValueError: no mode of the map has a receiver fn, or no checkpoint (as TF).
+          tf_bridge.ExportCompatibilityError: see ``export_saved_model``.
+        """
+        from tf_bridge.estimator_export import export_estimator_modes
+
+        return export_estimator_modes(self, export_dir_base, input_receiver_fn_map, assets_extra, as_text,
+                                      checkpoint_path)
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import meta_graph_pb2
 
 from jaxspec.export.export_output import (
     ClassificationOutput,
@@ -239,3 +240,100 @@ def signature_defs(
     elif DEFAULT_SIGNATURE_KEY not in included:
         logger.warning("The SavedModel has no %r signature.", DEFAULT_SIGNATURE_KEY)
     return included, excluded
+
+
+# -- TRAIN / EVAL ---------------------------------------------------------------------------
+TRAIN_METHOD_NAME = "tensorflow/supervised/training"
+EVAL_METHOD_NAME = "tensorflow/supervised/eval"
+LOSS_KEY = "loss"
+PREDICTIONS_KEY = "predictions"
+METRICS_KEY = "metrics"
+
+
+def _prefixed(key: str, prefix: str) -> str:
+    """TF's rule for supervised output keys: ``<prefix>/<key>``, unless the key already
+    starts with the prefix (then it is kept as is)."""
+    return key if key.startswith(prefix) else f"{prefix}/{key}"
+
+
+def supervised_outputs(
+    loss: tf.Tensor | None,
+    predictions: Any,
+    metric_values: Mapping[str, tf.Tensor],
+    metric_updates: Mapping[str, tf.Tensor],
+) -> dict[str, tf.Tensor]:
+    """The outputs of a ``train``/``eval`` signature under tf.estimator's keys.
+
+    ``loss`` → ``'loss'``; predictions: one tensor → ``'predictions'``, a dict →
+    ``'predictions/<key>'``; each metric → ``'metrics/<name>/value'`` and
+    ``'metrics/<name>/update_op'`` (a key already starting with the prefix keeps it, as
+    TF's TrainOutput/EvalOutput do).
+
+    Raises:
+      ValueError: a predictions or metrics key is not a str, or two keys collide.
+    """
+    outputs: dict[str, tf.Tensor] = {}
+
+    def put(key: str, tensor: tf.Tensor) -> None:
+        if key in outputs:
+            raise ValueError(f"two supervised outputs would both be named {key!r}.")
+        # The graph names each tensor after its output key (TF would name it after its op).
+        outputs[key] = tf.identity(tensor, name="/".join(_scope_name(p) for p in key.split("/")))
+
+    if loss is not None:
+        put(LOSS_KEY, loss)
+    if predictions is not None:
+        preds = predictions if isinstance(predictions, Mapping) else {PREDICTIONS_KEY: predictions}
+        for key, tensor in preds.items():
+            if not isinstance(key, str):
+                raise ValueError(f"predictions keys have to be str; got {key!r}.")
+            put(_prefixed(key, PREDICTIONS_KEY), tensor)
+    for name in metric_values:
+        if not isinstance(name, str):
+            raise ValueError(f"eval_metric_ops keys have to be str; got {name!r}.")
+        key = _prefixed(name, METRICS_KEY)
+        put(f"{key}/value", metric_values[name])
+        put(f"{key}/update_op", metric_updates[name])
+    return outputs
+
+
+def _tensor_info(tensor: tf.Tensor) -> meta_graph_pb2.TensorInfo:
+    """A dense tensor's TensorInfo (name, dtype, shape), as ``build_tensor_info`` makes it.
+
+    Raises:
+      ValueError: the tensor is sparse or ragged (TF's supervised signatures take those,
+        the JAX function never does).
+    """
+    if not isinstance(tensor, tf.Tensor):
+        raise ValueError(f"signature tensors have to be dense; got a {type(tensor).__name__}.")
+    return meta_graph_pb2.TensorInfo(
+        name=tensor.name, dtype=tensor.dtype.as_datatype_enum, tensor_shape=tensor.shape.as_proto()
+    )
+
+
+def supervised_signature_defs(
+    signature_key: str, method_name: str, receiver_tensors: dict[str, Any], outputs: dict[str, tf.Tensor]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The one ``train`` or ``eval`` SignatureDef (tf.estimator's
+    ``build_all_signature_defs(serving_only=False)``): the receiver tensors as inputs,
+    ``outputs`` as outputs. Left out, with a warning, when the receiver is empty or the
+    outputs need placeholders that are not among its tensors (TF leaves it out then).
+
+    Returns:
+      (signature key → SignatureDef, signature key → why it was left out).
+    """
+    try:
+        if not receiver_tensors:
+            raise ValueError("the receiver has no tensors to feed.")
+        missing = _unfed_placeholders(receiver_tensors.values(), outputs.values())
+        if missing:
+            raise ValueError(f"its outputs need placeholders that are not its inputs: {missing}.")
+        signature = tf.compat.v1.saved_model.build_signature_def(
+            inputs={k: _tensor_info(t) for k, t in receiver_tensors.items()},
+            outputs={k: _tensor_info(t) for k, t in outputs.items()},
+            method_name=method_name,
+        )
+    except ValueError as err:
+        logger.warning("Signature %r left out of the SavedModel: %s", signature_key, err)
+        return {}, {signature_key: str(err)}
+    return {signature_key: signature}, {}

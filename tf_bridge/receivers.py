@@ -19,6 +19,7 @@ import tensorflow as tf
 # Keys used when a single tensor is given instead of a dict (TF's names).
 FEATURE_KEY = "feature"
 RECEIVER_KEY = "input"
+LABEL_KEY = "label"
 EXAMPLES_KEY = "examples"
 
 _TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
@@ -193,10 +194,10 @@ def _placeholder_like(value: Any, key: Any, default_batch_size: int | None) -> t
     if shape.rank is None:
         raise ValueError(f"features[{key!r}] has an unknown rank; its shape is needed.")
     shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
-    try:  # A graph tensor lends its op name, as TF does; anything else uses the key.
-        name = value.op.name
+    try:  # A graph tensor lends its op name, as TF does (a TensorSpec its name);
+        name = value.op.name  # anything else gets TF's default, 'Placeholder[_N]'.
     except AttributeError:
-        name = getattr(value, "name", None) or str(key)
+        name = getattr(value, "name", None) if isinstance(value, tf.TensorSpec) else None
     return tf.compat.v1.placeholder(dtype=dtype, shape=shape, name=name)
 
 
@@ -215,8 +216,8 @@ def build_raw_serving_input_receiver_fn(
 
     Returns:
       A function that, inside a ``tf.compat.v1`` graph, makes one placeholder per
-      feature (its dtype, shape ``[default_batch_size, *shape[1:]]``, named after the
-      tensor's op or else the key) and returns ``ServingInputReceiver(placeholders,
+      feature (its dtype, shape ``[default_batch_size, *shape[1:]]``, named after a graph
+      tensor's op or a TensorSpec's name, else ``Placeholder[_N]`` as in TF) and returns ``ServingInputReceiver(placeholders,
       placeholders)``: the receiver tensors are the features.
 
     Raises:
@@ -234,3 +235,127 @@ def build_raw_serving_input_receiver_fn(
         return ServingInputReceiver(placeholders, placeholders)
 
     return serving_input_receiver_fn
+
+
+class SupervisedInputReceiver(
+    collections.namedtuple("SupervisedInputReceiver", ["features", "labels", "receiver_tensors"])
+):
+    """What a TRAIN/EVAL input receiver fn returns
+    (``tf.estimator.export.SupervisedInputReceiver``).
+
+    Attributes:
+      features: a tensor or a dict of str (or int) to tensors, passed to model_fn as is.
+      labels: a tensor or a dict of str (or int) to tensors, passed to model_fn as is.
+      receiver_tensors: dict of str to tensors fed by the ``train``/``eval`` signature
+        (a single tensor is wrapped as ``{'input': tensor}``).
+
+    Raises:
+      ValueError: any of the three is None, a key has the wrong type, or a value is not
+        a tensor (TF's type for each).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, features: Any, labels: Any, receiver_tensors: Any) -> SupervisedInputReceiver:
+        _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
+        _as_tensor_dict(labels, "labels", LABEL_KEY, allow_int_keys=True)
+        receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
+        return super().__new__(cls, features, labels, receiver_tensors)
+
+
+class UnsupervisedInputReceiver(ServingInputReceiver):
+    """A TRAIN/EVAL receiver without labels (``tf.estimator.export.UnsupervisedInputReceiver``):
+    a ``ServingInputReceiver`` without alternatives."""
+
+    __slots__ = ()
+
+    def __new__(cls, features: Any, receiver_tensors: Any) -> UnsupervisedInputReceiver:
+        return super().__new__(cls, features, receiver_tensors, None)
+
+
+def _placeholders(value: Any, single_key: str, default_batch_size: int | None) -> tuple[Any, dict[str, Any]]:
+    """Placeholders like ``value`` (a dict or one tensor), and the receiver-tensor dict
+    naming them (a single one under ``single_key``)."""
+    if isinstance(value, Mapping):
+        made = {key: _placeholder_like(v, key, default_batch_size) for key, v in value.items()}
+        return made, dict(made)
+    made = _placeholder_like(value, single_key, default_batch_size)
+    return made, {single_key: made}
+
+
+def build_raw_supervised_input_receiver_fn(
+    features: Any, labels: Any, default_batch_size: int | None = None
+) -> Callable[[], SupervisedInputReceiver]:
+    """A TRAIN/EVAL input receiver fn fed features and labels as model_fn takes them
+    (``tf.estimator.experimental.build_raw_supervised_input_receiver_fn``).
+
+    Args:
+      features: a dict of str to examples of each feature, or one example (anything
+        with ``shape`` and ``dtype``: tf.Tensor, tf.TensorSpec, numpy/JAX arrays), axis 0
+        the batch.
+      labels: the same for the labels.
+      default_batch_size: a static batch size, or None (recommended) for any batch size.
+
+    Returns:
+      A function that, inside a ``tf.compat.v1`` graph, makes a placeholder per tensor
+      (as ``build_raw_serving_input_receiver_fn``) and returns
+      ``SupervisedInputReceiver(features, labels, receiver_tensors)``; the receiver
+      tensors are the feature keys (``'input'`` for a single tensor) plus the label keys
+      (``'label'`` for a single tensor).
+
+    Raises:
+      ValueError: features and labels share a key, or labels is None.
+    """
+    if labels is None:
+        raise ValueError("labels is required for a supervised input receiver; got None.")
+    feature_keys = set(features) if isinstance(features, Mapping) else {RECEIVER_KEY}
+    label_keys = set(labels) if isinstance(labels, Mapping) else {LABEL_KEY}
+    if feature_keys & label_keys:
+        raise ValueError(f"features and labels need distinct keys; both have {sorted(feature_keys & label_keys)}.")
+
+    def supervised_input_receiver_fn() -> SupervisedInputReceiver:
+        made_features, feature_tensors = _placeholders(features, RECEIVER_KEY, default_batch_size)
+        made_labels, label_tensors = _placeholders(labels, LABEL_KEY, default_batch_size)
+        return SupervisedInputReceiver(made_features, made_labels, {**feature_tensors, **label_tensors})
+
+    return supervised_input_receiver_fn
+
+
+def _first_batch(result: Any) -> tuple[Any, Any]:
+    """``(features, labels)`` of one element: a dataset's element spec (its unknown
+    dimensions stay unknown), else the first batch an iterable or single batch gives."""
+    from jaxspec.loop.inputs import iterate_batches
+
+    spec = getattr(result, "element_spec", None)
+    if spec is not None:
+        if isinstance(spec, tuple) and len(spec) == 2:
+            return spec[0], spec[1]
+        return spec, None
+    for features, labels in iterate_batches(result, "eval"):
+        return features, labels
+    raise ValueError("input_fn gave no data to take the features' and labels' shapes from.")
+
+
+def build_supervised_input_receiver_fn_from_input_fn(
+    input_fn: Callable[..., Any], **input_fn_args: Any
+) -> Callable[[], SupervisedInputReceiver]:
+    """A TRAIN/EVAL input receiver fn shaped like what ``input_fn`` gives (TF's
+    ``build_supervised_input_receiver_fn_from_input_fn``).
+
+    ``input_fn(**input_fn_args)`` is called once, now: a ``tf.data.Dataset`` (its
+    element spec), an iterable of ``(features, labels)`` batches (the first one) or one
+    such batch, as jaxspec's input_fns give them. Placeholders follow their dtypes and
+    shapes, axis 0 unknown (see ``build_raw_supervised_input_receiver_fn``); a graph
+    tensor's op lends its name (TF's placeholders are named after the iterator op),
+    anything else gives ``Placeholder[_N]``.
+
+    Returns:
+      A no-argument function returning a ``SupervisedInputReceiver``, for
+      ``experimental_export_all_saved_models`` / ``export_saved_model(...,
+      experimental_mode=TRAIN or EVAL)``.
+
+    Raises:
+      ValueError: input_fn gives no labels or no data, or features and labels share a key.
+    """
+    features, labels = _first_batch(input_fn(**input_fn_args))
+    return build_raw_supervised_input_receiver_fn(features, labels)

@@ -186,3 +186,30 @@ class StepEngine:
             return {head: out.tensors() for head, out in parts.export_outputs.items()}
 
         return serve
+
+    # -- all three modes, for tf_bridge's exports ------------------------------------------
+    def export_fn(self, mode: str, key: Any) -> Callable[[Any, Any, Any, Any], dict[str, Any]]:
+        """``(state, global_step, features, labels) -> dict``: model_fn in ``mode`` off the
+        mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``'s SavedModel exports.
+
+        ``global_step`` is an int32 scalar (the exported graph's step variable); ``rng``
+        is folded from ``key`` and it, as in train/evaluate/predict. The dict holds
+        PREDICT: ``heads`` (``{head: {output key: array}}``, from export_outputs);
+        TRAIN: ``loss`` and ``new_state`` (train_op, checked against ``state``); EVAL:
+        ``loss`` and ``metrics`` (``{name: metric state}`` of this batch); TRAIN and
+        EVAL also ``predictions`` (None, an array or a dict of arrays). host_call
+        tensors are never returned: no host function runs inside an export.
+        """
+
+        def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
+            parts = self._call(mode, state, step, key, features, labels)
+            if mode == ModeKeys.PREDICT:
+                return {"heads": {head: out.tensors() for head, out in parts.export_outputs.items()}}
+            out = {"loss": parts.loss, "predictions": parts.predictions}
+            if mode == ModeKeys.TRAIN:
+                out["new_state"] = check_new_state(state, parts.new_state)
+            else:
+                out["metrics"] = dict(parts.metric_states or {})
+            return out
+
+        return fn
