@@ -3,12 +3,29 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import export, metrics
+from jaxspec import export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.cross_shard import CrossShardOptimizer
 from jaxspec.estimator import Estimator
+from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from jaxspec.hooks import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    FeedFnHook,
+    FinalOpsHook,
+    LoggingTensorHook,
+    NanTensorHook,
+    ProfilerHook,
+    SecondOrStepTimer,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+)
 from jaxspec.loop.train import NanLossDuringTrainingError
+from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.npu_config import NPURunConfig
+from jaxspec.npu_estimator import NPUEstimator
 from jaxspec.spec import (
     EstimatorSpec,
     NPUEstimatorSpec,
@@ -20,16 +37,40 @@ from jaxspec.spec import (
     TPUEstimatorSpec,
 )
 from jaxspec.tpu_estimator import TPUEstimator
+from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BestExporter",
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "EvalSpec",
+    "Exporter",
+    "FeedFnHook",
+    "FinalExporter",
+    "FinalOpsHook",
+    "LatestExporter",
+    "LoggingTensorHook",
+    "NanTensorHook",
+    "ProfilerHook",
+    "SecondOrStepTimer",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "SummarySaverHook",
+    "TrainSpec",
+    "WarmStartSettings",
+    "hooks",
+    "summary",
+    "train_and_evaluate",
     "CrossShardOptimizer",
     "Estimator",
     "EstimatorSpec",
     "InputPipelineConfig",
     "ModeKeys",
+    "NPUEstimator",
     "NPUEstimatorSpec",
+    "NPURunConfig",
     "NanLossDuringTrainingError",
     "RunConfig",
     "Scaffold",

@@ -6,7 +6,10 @@ cached writer per directory, written by process 0 only, as tf.estimator's chief 
     def host_fn(global_step, loss):
         jaxspec.summary.scalar("loss", loss.mean(), global_step[0], logdir=model_dir)
 
-The files are ordinary TensorBoard event files (``tensorboard --logdir``).
+The files are ordinary TensorBoard event files (``tensorboard --logdir``). tensorboardX
+writes from a background thread: events are certainly on disk after ``flush(logdir)``
+(which closes the writer; the next write opens a new event file) and at the end of
+every train/evaluate call for model_dir's own writers.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxspec.loop.summaries import writer
+from jaxspec.loop.summaries import close, writer
 
 
 def create_file_writer(logdir: str) -> Any:
@@ -27,9 +30,7 @@ def create_file_writer(logdir: str) -> Any:
 def _write(kind: str, logdir: str, *args: Any, **kwargs: Any) -> None:
     if jax.process_index() != 0:
         return
-    w = writer(logdir)
-    getattr(w, kind)(*args, **kwargs)
-    w.flush()
+    getattr(writer(logdir), kind)(*args, **kwargs)
 
 
 def scalar(name: str, value: Any, step: int, logdir: str) -> None:
@@ -50,3 +51,8 @@ def image(name: str, data: Any, step: int, logdir: str, dataformats: str = "HWC"
 def text(name: str, value: str, step: int, logdir: str) -> None:
     """Write a text summary at ``step``."""
     _write("add_text", logdir, name, value, global_step=int(step))
+
+
+def flush(logdir: str) -> None:
+    """Write every queued event of ``logdir`` to disk (closes its writer)."""
+    close(logdir)

@@ -41,7 +41,7 @@ def make_model_fn(host_calls: list | None = None, as_estimator_spec: bool = Fals
     def host_fn(global_step: np.ndarray, loss: np.ndarray) -> None:
         host_calls.append((global_step.copy(), loss.copy()))
 
-    def model_fn(features, labels, mode, state, global_step):
+    def model_fn(features, labels, mode, params, state, global_step):
         logits_of = lambda p: state.apply_fn(p, features["x"])  # noqa: E731
         if mode == jaxspec.ModeKeys.PREDICT:
             logits = logits_of(state.params)
@@ -89,7 +89,8 @@ def leaves(tree: Any) -> list[np.ndarray]:
 
 def fast_config(model_dir: str, iterations_per_loop: int = 1, **kwargs: Any) -> jaxspec.RunConfig:
     """A RunConfig without periodic saves or logs."""
-    return jaxspec.RunConfig(
-        model_dir=model_dir, save_checkpoints_steps=None, save_checkpoints_secs=None,
-        log_step_count_steps=0, save_summary_steps=0,
-        tpu_config=jaxspec.TPUConfig(iterations_per_loop=iterations_per_loop), **kwargs)
+    settings = dict(save_checkpoints_steps=None, save_checkpoints_secs=None, log_step_count_steps=None,
+                    save_summary_steps=0)
+    settings.update(kwargs)
+    return jaxspec.RunConfig(model_dir=model_dir, tpu_config=jaxspec.TPUConfig(iterations_per_loop=iterations_per_loop),
+                             **settings)

@@ -17,7 +17,7 @@ from jaxspec.loop.checkpoints import named_leaves
 from tests.helpers import digits, fast_config, init_fn
 
 
-def noisy_model_fn(features, labels, mode, state, rng):
+def noisy_model_fn(features, labels, mode, params, state, rng):
     """Uses ``rng`` (dropout-like noise), so resuming must also resume the key stream."""
     def loss_fn(p):
         x = features["x"] * jax.random.bernoulli(rng, 0.8, features["x"].shape)
@@ -64,7 +64,7 @@ def test_resume_equals_uninterrupted(tmp_path, use_tpu):
 def test_periodic_saves_and_keep_max(tmp_path):
     x, y = digits(32)
     config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=3, keep_checkpoint_max=2,
-                               log_step_count_steps=0)
+                               log_step_count_steps=None)
     est = jaxspec.Estimator(noisy_model_fn, config=config, init_fn=init_fn)
     est.train(lambda: ({"x": x}, y), steps=10)
     assert est._checkpoint_store().all_steps() == [9, 10]
@@ -95,7 +95,7 @@ def test_nan_loss_keeps_last_good_checkpoint(tmp_path):
     x, y = digits(32)
 
     def model_fn(features, labels, mode, state, global_step):
-        spec = noisy_model_fn(features, labels, mode, state, jax.random.PRNGKey(0))
+        spec = noisy_model_fn(features, labels, mode, None, state, jax.random.PRNGKey(0))
         loss = jnp.where(global_step >= 3, jnp.nan, spec.loss)
         return spec._replace(loss=loss)
 

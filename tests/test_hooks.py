@@ -49,8 +49,8 @@ def _data():
 def _spec_hook_model_fn(log):
     inner = make_model_fn()
 
-    def model_fn(features, labels, mode, state, global_step):
-        spec = inner(features, labels, mode, state, global_step)
+    def model_fn(features, labels, mode, params, state, global_step):
+        spec = inner(features, labels, mode, params, state, global_step)
         hook = Recorder("spec", log, fetches=["loss", "doubled"])
         hook.step_tensors = lambda: {"doubled": spec.loss * 2}
         return spec._replace(training_hooks=[hook])
@@ -135,7 +135,7 @@ def test_saving_listeners(tmp_path):
         def end(self, session, step):
             calls.append(("end", step))
 
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=2, log_step_count_steps=0)
+    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=2, log_step_count_steps=None)
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
     est.train(_data(), steps=5, saving_listeners=[Listener()])
     assert calls == ["begin", ("before", 2), ("after", 2), ("before", 4), ("after", 4),
@@ -152,8 +152,8 @@ def test_hook_fetching_an_unknown_name_fails(tmp_path):
 def test_spec_hook_sees_its_own_step_tensor(tmp_path):
     seen = []
 
-    def model_fn(features, labels, mode, state, global_step):
-        spec = make_model_fn(as_estimator_spec=True)(features, labels, mode, state, global_step)
+    def model_fn(features, labels, mode, params, state, global_step):
+        spec = make_model_fn(as_estimator_spec=True)(features, labels, mode, params, state, global_step)
 
         class Probe(jaxspec.SessionRunHook):
             def step_tensors(self):

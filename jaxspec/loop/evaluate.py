@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from jaxspec.engine.steps import merge_metric_dicts
+from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.summaries import write_scalars
@@ -68,4 +69,5 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
     write_scalars(eval_dir(est.model_dir, name), session.global_step, results)
+    summaries.close(eval_dir(est.model_dir, name))
     return results

@@ -49,9 +49,12 @@ def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
     """Iterate ``(features, labels)`` numpy batches from what input_fn returned.
 
     Raises:
-      ValueError: an element is a tuple of more than two parts.
+      ValueError: the result, or an element, is a tuple of more than two parts (a
+        tuple returned by input_fn is ``(features, labels)``, as in tf.estimator).
       TypeError: the result is none of the accepted kinds.
     """
+    if isinstance(result, tuple) and len(result) > 2:
+        raise ValueError(f"input_fn must return features or (features, labels); got a tuple of {len(result)}.")
     if hasattr(result, "as_numpy_iterator"):
         source: Any = result.as_numpy_iterator()
     elif _is_leaf_batch(result) or (isinstance(result, tuple) and len(result) == 2 and _is_leaf_batch(result[0])):

@@ -35,6 +35,15 @@ def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
     w.flush()
 
 
+def close(logdir: str) -> None:
+    """Close ``logdir``'s writer, so every queued event is on disk (a later write opens a
+    new event file, as each tf.estimator train/evaluate call does)."""
+    with _lock:
+        w = _writers.pop(logdir, None)
+    if w is not None:
+        w.close()
+
+
 def close_all() -> None:
     """Close every cached writer (at interpreter exit or in tests)."""
     with _lock:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.preemption import PreemptionWatcher
@@ -127,6 +128,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.store.wait()
+        summaries.close(est.model_dir)
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", session.global_step)
         raise SystemExit(0)
