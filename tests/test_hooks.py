@@ -174,3 +174,47 @@ def test_spec_hook_sees_its_own_step_tensor(tmp_path):
     for step_in_model_fn, loss_in_model_fn, loss, step in seen:
         assert int(step_in_model_fn) == int(step) - 1  # the loop's last step, before its update
         assert float(loss_in_model_fn) == pytest.approx(float(loss), abs=1e-7)
+
+
+def test_profiler_hook_writes_a_trace(tmp_path):
+    from jaxspec.hooks import ProfilerHook
+
+    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path / "m")),
+                            init_fn=init_fn)
+    est.train(_data(), hooks=[ProfilerHook(save_steps=2, output_dir=str(tmp_path / "trace"))], steps=3)
+    traces = [f for _, _, files in __import__("os").walk(tmp_path / "trace") for f in files]
+    assert any(f.endswith(".xplane.pb") for f in traces), traces
+
+
+def test_own_checkpoint_saver_hook_replaces_the_default(tmp_path):
+    from jaxspec.hooks import CheckpointSaverHook
+
+    config = jaxspec.RunConfig(model_dir=str(tmp_path / "m"), save_checkpoints_steps=1, log_step_count_steps=None)
+    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
+    saver = CheckpointSaverHook(str(tmp_path / "elsewhere"), save_steps=2)
+    est.train(_data(), hooks=[saver], steps=5)
+    assert est._checkpoint_store().all_steps() == []  # the default saver (every step) was not added
+    from jaxspec.loop.checkpoints import CheckpointStore
+
+    assert CheckpointStore(str(tmp_path / "elsewhere")).all_steps() == [2, 4, 5]
+    with pytest.raises(ValueError, match="saving_listeners"):
+        est.train(_data(), hooks=[saver], steps=1, saving_listeners=[CheckpointSaverListener()])
+
+
+def test_progress_lines_and_the_flag_that_turns_them_off(tmp_path, caplog):
+    x, y = digits(48)
+    config = jaxspec.RunConfig(model_dir=str(tmp_path), log_step_count_steps=2, save_checkpoints_steps=None,
+                               save_checkpoints_secs=None)
+    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
+    with caplog.at_level(logging.INFO, logger="jaxspec"):
+        est.train(_data(), steps=4)
+        list(est.predict(lambda: ({"x": x[s:s + 8]} for s in range(0, 48, 8))))
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "step = 2" in text and "step = 4" in text and "global_step/sec" in text
+    assert "Prediction: 6 batches, 48 examples" in text
+    caplog.clear()
+    quiet = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), init_fn=init_fn,
+                              config=config.replace(log_step_count_steps=None, model_dir=str(tmp_path / "q")))
+    with caplog.at_level(logging.INFO, logger="jaxspec"):
+        quiet.train(_data(), steps=4)
+    assert not [r for r in caplog.records if "global_step/sec" in r.getMessage()]

@@ -84,10 +84,11 @@ class CheckpointSaverHook(SessionRunHook):
                 run_context.request_stop()
 
     def end(self, session: Any) -> None:
-        """Save the final step (if not saved yet), then end the listeners."""
+        """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
         if step != self._last_saved:
             self._save(session, step)
+        self._store.wait()  # the final checkpoint is complete when training returns
         for listener in self._listeners:
             listener.end(session, step)
 

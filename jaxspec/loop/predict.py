@@ -40,11 +40,16 @@ def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoi
     runner.begin()
     session.create_state()
     runner.after_create_session(session.state, session.global_step)
+    log_every, done, logged = est.config.log_step_count_steps, 0, 0
     while True:
         group = phase.next_group(phase.iterations_per_loop)
         if group is None:
             break
         args, mask, n = group
+        done += n
+        if log_every and done // log_every > logged // log_every:
+            _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
+            logged = done
         runner.before_run()
         preds, hook_values = session.run(*args)
         preds = _select(jax.device_get(preds), predict_keys)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.hooks.checkpoint import CheckpointSaverHook
 from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
@@ -80,8 +81,6 @@ class ProgressHook(SessionRunHook):
 
 
 def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
-    from jaxspec.hooks.checkpoint import CheckpointSaverHook
-
     cfg = phase.est.config
     steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
     if not steps and not secs:
@@ -114,8 +113,13 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     session, parts = phase.session, phase.session.parts
     cfg = est.config
     progress = ProgressHook(est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size)
-    runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks),
-                        after=[progress, _saver_hook(phase, list(saving_listeners or ()))])
+    hooks, listeners = list(hooks or ()), list(saving_listeners or ())
+    own = [progress]
+    if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(parts.all_hooks)):
+        own.append(_saver_hook(phase, listeners))  # as tf.estimator: only if none was given
+    elif listeners:
+        raise ValueError("saving_listeners need the Estimator's own CheckpointSaverHook; pass them to yours.")
+    runner = HookRunner(hooks, parts.all_hooks, len(parts.chief_hooks), after=own)
     runner.begin()
     session.warm_start = est._warm_start_settings
     session.create_state()
