@@ -390,3 +390,133 @@ def test_receivers_wrap_and_check_like_tf():
         assert raw.features is raw.receiver_tensors or raw.features == raw.receiver_tensors
         assert raw.features["a"].shape.as_list() == [5, 2, 3] and raw.features["a"].dtype == tf.int32
         assert raw.features["b"].shape.as_list() == [5] and raw.features["b"].op.type == "Placeholder"
+
+
+def _scale_export(tmp_path, **kwargs):
+    state = {"w": np.full((2,), 3.0, np.float32)}
+    receiver_fn = build_raw_serving_input_receiver_fn({"v": np.zeros((1, 2), np.float32)})
+
+    def fn(state, features):
+        return {"serving_default": {"out": features["v"] * state["w"]}}
+
+    return export_saved_model(str(tmp_path), receiver_fn, fn, state,
+                              {"serving_default": PredictOutput(jnp.zeros((1,)))}, **kwargs)
+
+
+def test_tf_too_old_for_this_jax_fails_before_writing(tmp_path, monkeypatch):
+    from tf_bridge import ExportCompatibilityError, _compat
+
+    version = _compat.calling_convention_version()
+    monkeypatch.setattr(_compat, "tf_max_call_module_version", lambda: version - 1)
+    with pytest.raises(ExportCompatibilityError, match=f"XlaCallModule version {version}.*up to {version - 1}"):
+        _scale_export(tmp_path, platforms=PLATFORMS)
+    assert os.listdir(tmp_path) == []
+
+
+def test_load_check_refuses_a_model_this_tf_cannot_run(tmp_path):
+    """A module lowered only for CUDA cannot run on this CPU TensorFlow: the export says
+    so (instead of TF Serving at the first request) and leaves nothing behind."""
+    from tf_bridge import ExportCompatibilityError
+
+    with pytest.raises(ExportCompatibilityError, match="CUDA"):
+        _scale_export(tmp_path, platforms=("cuda",))
+    assert os.listdir(tmp_path) == []
+    # verify=False writes it anyway (for a serving machine that has the device).
+    path = _scale_export(tmp_path, platforms=("cuda",), verify=False).decode()
+    with open(os.path.join(path, "assets.extra", "jaxspec_export.json")) as f:
+        assert json.load(f)["platforms"] == ["CUDA"]
+
+
+def test_receiver_vocabulary_becomes_an_asset(tmp_path):
+    """TF ops in front of the JAX body (a string lookup table) keep working, and the
+    table's vocabulary file is copied to assets/ (the source can go away)."""
+    vocab = tmp_path / "src" / "words.txt"
+    vocab.parent.mkdir()
+    vocab.write_text("zero\none\ntwo\n")
+    state = {"table": np.array([10.0, 20.0, 30.0, -1.0], np.float32)}
+
+    def receiver_fn():
+        words = tf.compat.v1.placeholder(tf.string, [None], name="words")
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(str(vocab), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+                                          tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER), default_value=3)
+        return ServingInputReceiver({"ids": tf.cast(table.lookup(words), tf.int32)}, {"words": words})
+
+    def fn(state, features):
+        return {"serving_default": {"value": state["table"][features["ids"]]}}
+
+    path = export_saved_model(str(tmp_path / "export"), receiver_fn, fn, state,
+                              {"serving_default": PredictOutput(jnp.zeros((1,)))}, platforms=PLATFORMS).decode()
+    assert open(os.path.join(path, "assets", "words.txt")).read() == "zero\none\ntwo\n"
+    vocab.unlink()
+    got = tf.saved_model.load(path).signatures["serving_default"](words=tf.constant(["two", "zero", "nine"]))
+    np.testing.assert_array_equal(got["value"].numpy(), [30.0, 10.0, -1.0])
+
+
+def test_unknown_inner_dims_stay_unknown_and_static_batch_stays_static(tmp_path):
+    state = {"w": np.float32(2.0)}
+    raw = build_raw_serving_input_receiver_fn({"seq": tf.TensorSpec([None, None], tf.float32, name="seq")})
+
+    def fn(state, features):
+        return {"serving_default": {"total": state["w"] * features["seq"].sum(axis=1)}}
+
+    heads = {"serving_default": PredictOutput(jnp.zeros((1,)))}
+    path = export_saved_model(str(tmp_path / "a"), raw, fn, state, heads, platforms=PLATFORMS).decode()
+    with open(os.path.join(path, "assets.extra", "jaxspec_export.json")) as f:
+        assert json.load(f)["polymorphic_shapes"] == {"seq": "(b, d0)"}
+    sig = read_meta_graph(path).signature_def["serving_default"]
+    assert sig.inputs["seq"].name == "seq:0"
+    assert [d.size for d in sig.inputs["seq"].tensor_shape.dim] == [-1, -1]
+    served = tf.saved_model.load(path).signatures["serving_default"]
+    for shape in [(2, 5), (3, 11)]:
+        xs = np.random.RandomState(0).randn(*shape).astype(np.float32)
+        np.testing.assert_allclose(served(seq=tf.constant(xs))["total"].numpy(), 2 * xs.sum(1), rtol=1e-5)
+
+    fixed = build_parsing_serving_input_receiver_fn(FEATURE_SPEC, default_batch_size=4)
+    path = export_saved_model(str(tmp_path / "b"), fixed, serving_fn, make_state(), make_heads(),
+                              platforms=PLATFORMS).decode()
+    with open(os.path.join(path, "assets.extra", "jaxspec_export.json")) as f:
+        assert json.load(f)["polymorphic_shapes"] == {"x": f"(4, {NUM_FEATURES})"}
+    sig = read_meta_graph(path).signature_def["serving_default"]
+    assert [d.size for d in sig.outputs["logits"].tensor_shape.dim] == [4, len(VOCAB)]
+
+
+def test_supervised_receivers_like_tf():
+    from tf_bridge import (
+        SupervisedInputReceiver,
+        build_raw_supervised_input_receiver_fn,
+        build_supervised_input_receiver_fn_from_input_fn,
+    )
+
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        y = tf.compat.v1.placeholder(tf.int32, [None])
+        receiver = SupervisedInputReceiver({"x": x}, y, {"x": x, "y": y})
+        assert receiver.labels is y and set(receiver.receiver_tensors) == {"x", "y"}
+        assert SupervisedInputReceiver(x, y, x).receiver_tensors == {"input": x}
+        for bad in (lambda: SupervisedInputReceiver(x, None, x), lambda: SupervisedInputReceiver(x, y, None),
+                    lambda: SupervisedInputReceiver(x, np.zeros(3), x)):
+            with pytest.raises(ValueError):
+                bad()
+
+        single = build_raw_supervised_input_receiver_fn(np.zeros((2, 3), np.float32), np.zeros((2,), np.int32))()
+        assert set(single.receiver_tensors) == {"input", "label"}
+        assert single.features.shape.as_list() == [None, 3] and single.labels.dtype == tf.int32
+        with pytest.raises(ValueError, match="distinct keys"):
+            build_raw_supervised_input_receiver_fn({"label": x}, y)
+
+        def input_fn(params):  # a jaxspec input_fn: numpy batches
+            rows = params["batch_size"]
+            return iter([({"x": np.zeros((rows, 3), np.float32)}, np.zeros((rows, 1), np.float32))])
+
+        made = build_supervised_input_receiver_fn_from_input_fn(input_fn, params={"batch_size": 5})()
+        assert set(made.receiver_tensors) == {"x", "label"}
+        assert made.features["x"].shape.as_list() == [None, 3]
+        assert made.labels.shape.as_list() == [None, 1]
+
+        dataset = tf.data.Dataset.from_tensor_slices(({"x": np.zeros((6, 3), np.float32)}, np.zeros(6, np.int64)))
+        from_data = build_supervised_input_receiver_fn_from_input_fn(lambda: dataset.batch(4))()
+        assert from_data.features["x"].shape.as_list() == [None, 3]
+        assert from_data.labels.dtype == tf.int64
+        with pytest.raises(ValueError, match="labels"):
+            build_supervised_input_receiver_fn_from_input_fn(lambda: iter([{"x": np.zeros((2, 3))}]))
