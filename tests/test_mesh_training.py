@@ -67,9 +67,11 @@ def test_state_on_the_mesh_is_replicated(tmp_path):
 
 
 def test_batch_size_not_divisible_by_replicas(tmp_path):
-    with pytest.raises(ValueError, match="divisible"):
-        jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=36,
-                             init_fn=init_fn)
+    x, y = digits(36)
+    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=36,
+                               init_fn=init_fn)
+    with pytest.raises(ValueError, match="divisible"):  # checked when the batch size is used, as TF
+        est.train(batches_input_fn(x, y, 36, repeat=True), steps=1)
 
 
 def test_params_must_not_hold_batch_size(tmp_path):

@@ -45,15 +45,22 @@ def canonical_host_array(x: Any) -> np.ndarray:
     return x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=False)
 
 
-def put_stacked(tree: Any, mesh: Mesh | None) -> Any:
+def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False) -> Any:
     """Move host arrays ``[steps, batch, ...]`` to the devices.
 
     On the mesh each process passes its local rows and gets a global array whose batch
     axis is split over the replicas (``jax.make_array_from_process_local_data``), so no
-    host ever gathers the global batch.
+    host ever gathers the global batch. With ``broadcast`` (BROADCAST input) every
+    replica gets the whole batch: process 0's, sent to the others.
     """
     if mesh is None:
         return jax.tree.map(jnp.asarray, tree)
+    if broadcast:
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            tree = multihost_utils.broadcast_one_to_all(tree)
+        return jax.device_put(tree, replicated(mesh))
     sharding = stacked_batch_sharding(mesh)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), tree)
 

@@ -64,12 +64,17 @@ class StepEngine:
     functions, scaffold, export heads); its arrays are tracers and must not be used.
     """
 
-    def __init__(self, model_fn: Callable[..., Any], params: dict[str, dict[str, Any]], config: Any, mesh: Mesh | None) -> None:
+    def __init__(self, model_fn: Callable[..., Any], params: dict[str, dict[str, Any]], config: Any, mesh: Mesh | None,
+                 broadcast: bool = False) -> None:
         self.model_fn = model_fn
         self.params = params
         self.config = config
         self.mesh = mesh
         self.parts: dict[str, SpecParts] = {}
+        self.broadcast = broadcast
+        # Inputs split over replicas, or (BROADCAST) whole on each; per-example outputs are
+        # then concatenated over replicas, or replica 0's (all replicas saw the same rows).
+        self._batch = P() if broadcast else _STACKED
 
     # -- one model_fn call -------------------------------------------------------------
     def _call(self, mode: str, state: Any, step: Any, key: Any, features: Any, labels: Any) -> SpecParts:
@@ -109,7 +114,8 @@ class StepEngine:
             (state, step), (losses, host, hook_values) = jax.lax.scan(body, (state, step), (features, labels))
             return state, step, losses, host, hook_values
 
-        sharded = self._shard(loop, (P(), P(), P(), _STACKED, _STACKED), (P(), P(), _STACKED, _STACKED, _STACKED))
+        b = self._batch
+        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), _STACKED, b, _STACKED))
         return jax.jit(sharded)
 
     # -- eval ----------------------------------------------------------------------------
@@ -137,7 +143,8 @@ class StepEngine:
             _, out = jax.lax.scan(body, None, (features, labels, mask))
             return out
 
-        sharded = self._shard(replica_loop, (P(), P(), P(), _STACKED, _STACKED, _STACKED), _STACKED)
+        b = self._batch
+        sharded = self._shard(replica_loop, (P(), P(), P(), b, b, b), (_STACKED, b, b, _STACKED))
 
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
@@ -145,7 +152,10 @@ class StepEngine:
                 return _fold_steps(payload), host, hook_values
             parts = self.parts[ModeKeys.EVAL]
             n, r = losses.shape
-            frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
+            if self.broadcast:
+                frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
+            else:
+                frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
             states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
             if parts.metric_fn is not None:
                 fn, tensors = parts.metric_fn
@@ -174,7 +184,8 @@ class StepEngine:
             _, out = jax.lax.scan(body, None, features)
             return out
 
-        return jax.jit(self._shard(loop, (P(), P(), P(), _STACKED), _STACKED))
+        b = self._batch
+        return jax.jit(self._shard(loop, (P(), P(), P(), b), (b, _STACKED)))
 
     # -- serving (export) ----------------------------------------------------------------
     def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:

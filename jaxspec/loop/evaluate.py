@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
 from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
@@ -58,10 +59,10 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
         done += n
         if est.config.log_step_count_steps:
             _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
-        loss = float(np.asarray(states["loss"].compute()))
+        loss = float(np.asarray(to_host(states["loss"]).compute()))
         if runner.after_run({"loss": loss}, session.state, session.global_step, last_step_values(hook_values)):
             break
-    results = {key: _python_value(state.compute()) for key, state in totals.items()}
+    results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
     results["global_step"] = session.global_step
     runner.end()
     _log.info(

@@ -36,14 +36,19 @@ class StepFeeder:
     """
 
     def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig,
-                 batch_size: int | None = None) -> None:
+                 batch_size: int | None = None, on_mesh: bool | None = None) -> None:
         self._it = batches
         self._mode = mode
-        self._replicas = num_replicas
-        self._per_replica_input = pipeline == InputPipelineConfig.PER_HOST_V2 and num_replicas > 1
+        on_mesh = num_replicas > 1 if on_mesh is None else on_mesh
+        # BROADCAST hands every replica the whole batch: nothing to split.
+        self._replicas = 1 if pipeline == InputPipelineConfig.BROADCAST else num_replicas
+        self._per_replica_input = (
+            pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1) and self._replicas > 1
+        )
         # One device runs a short batch at its own shape (exactly tf.estimator's numbers);
         # a mesh needs equal rows per replica, so EVAL and PREDICT pad and mask there.
-        self._pad = mode != ModeKeys.TRAIN and num_replicas > 1
+        self._pad = mode != ModeKeys.TRAIN and on_mesh
+        self._template: tuple[Batch, np.ndarray] | None = None
         self._rows: int | None = None  # rows of a full input batch
         if batch_size is not None:
             self._full_rows(batch_size)
@@ -131,4 +136,17 @@ class StepFeeder:
                 break
             group.append(step)
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
+        self._template = jax.tree.map(lambda x: np.zeros_like(x[:1]), (batch, np.stack([g[1] for g in group])))
         return batch, np.stack([g[1] for g in group]), len(group)
+
+    def pad_group(self, batch: Batch, mask: np.ndarray, steps: int) -> tuple[Batch, np.ndarray]:
+        """Extend a stacked group to ``steps`` steps with fully masked (all padding) ones."""
+        tb, tm = self._template
+        extra = steps - mask.shape[0]
+        grow = lambda x, t: np.concatenate([x, np.repeat(t, extra, axis=0)])  # noqa: E731
+        return jax.tree.map(grow, batch, tb), grow(mask, tm)
+
+    def empty_group(self, steps: int) -> tuple[Batch, np.ndarray, int]:
+        """A group of zero steps shaped like the last one (to be padded by pad_group)."""
+        tb, tm = self._template
+        return jax.tree.map(lambda x: x[:0], tb), tm[:0], steps

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec.engine.multihost import to_host
 from jaxspec.spec.hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 
 
@@ -150,5 +151,6 @@ class _BoundSession:
 
 
 def last_step_values(hook_values: Any) -> list[dict[str, np.ndarray]]:
-    """Per spec hook, each step tensor's value at the loop's last step on replica 0."""
-    return jax.device_get(jax.tree.map(lambda x: x[-1, 0], hook_values))
+    """Per spec hook, each step tensor's value at the loop's last step on replica 0
+    (gathered from every process when the mesh spans several)."""
+    return jax.tree.map(lambda x: x[-1, 0], to_host(hook_values))

@@ -96,3 +96,14 @@ def _signature(batch: Batch) -> Any:
 
 def _concat(batches: list[Batch]) -> Batch:
     return jax.tree.map(lambda *xs: np.concatenate(xs), *batches)
+
+
+def interleave(iterators: list[Iterator[Batch]]) -> Iterator[Batch]:
+    """One batch from each iterator in turn (PER_SHARD_V1: one input_fn per replica);
+    ends when one runs out part-way through a round (that round is yielded partially)."""
+    while True:
+        for it in iterators:
+            try:
+                yield next(it)
+            except StopIteration:
+                return

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.fn_args import call_with_declared
+from jaxspec.engine.multihost import agree, to_host
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.feeder import StepFeeder
-from jaxspec.loop.inputs import iterate_batches
+from jaxspec.loop.inputs import interleave, iterate_batches
 from jaxspec.loop.session import Session
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.hooks import SessionRunHook
+from jaxspec.tpu_context import TPUContext
 
 
 def _host_args(mode: str, batch: Any, mask: Any) -> tuple[Any, ...]:
@@ -43,21 +47,59 @@ class Phase:
         self.feeder: StepFeeder | None = None
         self.session: Session | None = None
 
-    def start(self, input_fn: Any, checkpoint_path: str | None = None) -> bool:
-        """Prepare the phase; False when input_fn gives no data at all."""
-        est = self.est
-        result = call_with_declared(input_fn, dict(mode=self.mode, params=est._input_params(self.mode), config=est.config))
-        batches = iterate_batches(result, self.mode)
+    def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
+        """input_fn's params: the Estimator's, with the per-pipeline ``batch_size`` and, on
+        the mesh, ``params['context']`` (a TPUContext)."""
+        params = self.est._input_params(self.mode)
+        if self.mesh is None:
+            return params
+        pipeline = self.est._input_pipeline()
+        size = self.global_batch_size
+        if size is not None:
+            if pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1):
+                params["batch_size"] = size // self.mesh.size
+            elif pipeline == InputPipelineConfig.BROADCAST:
+                params["batch_size"] = size
+            else:
+                params["batch_size"] = size // jax.process_count()
+        local = [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
+        device = str(local[invocation]) if invocation < len(local) else ""
+        params["context"] = TPUContext(self.mesh.size, jax.process_count(), jax.process_index(), len(local),
+                                       pipeline, self.mode, device, invocation, total)
+        return params
+
+    def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
+        """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
+        and the rows of a full input batch."""
+        pipeline = self.est._input_pipeline()
+        per_shard = self.mesh is not None and pipeline == InputPipelineConfig.PER_SHARD_V1
+        calls = len([d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]) if per_shard else 1
+        total = self.mesh.size if per_shard else 1
+        iterators, params = [], {}
+        for i in range(calls):
+            params = self._input_params(jax.process_index() * calls + i if per_shard else 0, total)
+            result = call_with_declared(input_fn, dict(mode=self.mode, params=params, config=self.est.config))
+            iterators.append(iterate_batches(result, self.mode))
+        batches = iterators[0] if len(iterators) == 1 else interleave(iterators)
         if self.mode == ModeKeys.PREDICT:
             batches = ((features, None) for features, _ in batches)
-        replicas = 1 if self.mesh is None else self.mesh.size
-        batch_size = est._input_params(self.mode).get("batch_size") if self.mesh is not None else None
-        self.feeder = StepFeeder(batches, self.mode, replicas, est._input_pipeline(), batch_size)
+        return batches, params.get("batch_size") if self.mesh is not None else None
+
+    def start(self, input_fn: Any, checkpoint_path: str | None = None) -> bool:
+        """Prepare the phase; False when input_fn gives no data at all (on every process)."""
+        est = self.est
+        batches, batch_size = self._batches(input_fn)
+        pipeline = est._input_pipeline() if self.mesh is not None else InputPipelineConfig.PER_HOST_V1
+        replicas = 1 if self.mesh is None else self.mesh.local_mesh.size
+        self.feeder = StepFeeder(batches, self.mode, replicas, pipeline, batch_size, on_mesh=self.mesh is not None)
         first = self.feeder.next_step()
-        if first is None:
+        if agree(0 if first is None else 1, "max") == 0:
             return False
+        if first is None:
+            raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
-        engine = StepEngine(est._model_fn, {self.mode: est._model_params(self.mode)}, est.config, self.mesh)
+        engine = StepEngine(est._model_fn, {self.mode: est._model_params(self.mode)}, est.config, self.mesh,
+                            broadcast=pipeline == InputPipelineConfig.BROADCAST)
         self.session = Session(engine, self.mode, est._init_fn, self.store, first[0],
                                est.config.tf_random_seed, checkpoint_path)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
@@ -65,11 +107,22 @@ class Phase:
         return True
 
     def next_group(self, max_steps: int) -> tuple[tuple[Any, ...], np.ndarray, int] | None:
-        """The next stacked host arguments for the loop, their mask and step count."""
+        """The next stacked host arguments for the loop, their mask and step count.
+
+        With several processes they agree on the step count: the minimum in TRAIN (a
+        process whose input ended stops everyone), the maximum in EVAL and PREDICT
+        (a process with fewer steps feeds fully masked ones), so collectives match.
+        """
         group = self.feeder.next_group(max_steps)
-        if group is None:
+        n_local = 0 if group is None else group[2]
+        n = agree(n_local, "min" if self.mode == ModeKeys.TRAIN else "max")
+        if n == 0:
             return None
-        batch, mask, n = group
+        batch, mask, _ = group if group is not None else self.feeder.empty_group(0)
+        if n_local > n:
+            batch, mask = jax.tree.map(lambda x: x[:n], (batch, mask))
+        elif n_local < n:
+            batch, mask = self.feeder.pad_group(batch, mask, n)
         return _host_args(self.mode, batch, mask), mask, n
 
     def chief_hooks(self) -> list[SessionRunHook]:
@@ -78,11 +131,14 @@ class Phase:
 
     def call_host_fns(self, host: Any, n: int) -> None:
         """Call each host function once per step of the loop, in step order, with numpy
-        arrays (``host[k][j]`` is tensor j of host call k, stacked ``[n, ...]``)."""
+        arrays (``host[k][j]`` is tensor j of host call k, stacked ``[n, ...]``). With
+        several processes the tensors of all of them are gathered and process 0 calls."""
         host_calls = self.session.parts.host_calls
         if not host_calls:
             return
-        host = jax.device_get(host)
+        host = to_host(host)  # every process takes part in the gather; process 0 calls
+        if jax.process_index() != 0:
+            return
         for i in range(n):
             for hc, tensors in zip(host_calls, host, strict=True):
                 hc.call([np.asarray(t[i]) for t in tensors])

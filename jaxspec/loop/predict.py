@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec.engine.multihost import local_rows
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 
@@ -52,7 +53,7 @@ def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoi
             logged = done
         runner.before_run()
         preds, hook_values = session.run(*args)
-        preds = _select(jax.device_get(preds), predict_keys)
+        preds = _select(local_rows(preds), predict_keys)  # this process's rows
         last_real = mask[n - 1] > 0
         fetchable = preds if isinstance(preds, dict) else {"predictions": preds}
         values = {k: np.asarray(v[n - 1])[last_real] for k, v in fetchable.items()}

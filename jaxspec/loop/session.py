@@ -144,7 +144,7 @@ class Session:
 
     def run(self, *host_args: Any) -> Any:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
-        device_args = put_stacked(host_args, self.mesh)
+        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast)
         step = jnp.asarray(self.global_step, jnp.int32)
         compiled = self._compile(self.abstract_state, *device_args)
         return compiled(self.state, step, self.step_key, *device_args)

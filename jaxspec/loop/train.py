@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.engine.multihost import to_host
 from jaxspec.hooks.checkpoint import CheckpointSaverHook
 from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
@@ -151,7 +152,7 @@ def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: 
         args, _, n = group
         runner.before_run()
         state, _, losses, host, hook_values = session.run(*args)
-        losses = np.asarray(losses).mean(axis=1)
+        losses = to_host(losses).mean(axis=1)
         if np.isnan(losses).any():
             raise NanLossDuringTrainingError()
         first = session.global_step
