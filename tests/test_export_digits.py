@@ -27,8 +27,10 @@ def model(tmp_path_factory):
     x_train, y_train, x_test, y_test = digits.load_data()
     config = fast_config(str(root / "model"), iterations_per_loop=10, tf_random_seed=0)
 
+    host_calls = []
+
     def make(use_tpu):
-        return jaxspec.TPUEstimator(model_fn=digits.make_model_fn(lambda *args: None), config=config,
+        return jaxspec.TPUEstimator(model_fn=digits.make_model_fn(lambda *args: host_calls.append(args)), config=config,
                                     use_tpu=use_tpu, train_batch_size=64, eval_batch_size=64,
                                     predict_batch_size=64, init_fn=digits.init_fn)
 
@@ -36,12 +38,14 @@ def model(tmp_path_factory):
     # evaluate with the mesh TPUEstimator, whose export is its CPU graph.
     make(False).train(digits.make_input_fn(x_train, y_train, training=True), max_steps=10)
     est = make(True)
+    host_calls.clear()
     eval_input_fn = digits.make_input_fn(x_test, y_test, training=False)
     supervised = tf_bridge.build_supervised_input_receiver_fn_from_input_fn(eval_input_fn, params={"batch_size": 64})
     serving = tf_bridge.build_parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([64], tf.float32)})
     path = est.experimental_export_all_saved_models(
         str(root / "export"), {TRAIN: supervised, EVAL: supervised, PREDICT: serving}).decode()
-    return {"est": est, "path": path, "x": x_test, "y": y_test, "eval_input_fn": eval_input_fn}
+    return {"est": est, "path": path, "x": x_test, "y": y_test, "eval_input_fn": eval_input_fn,
+            "host_calls": host_calls}
 
 
 def test_signature_defs_equal_tf_estimators_but_int_width(model):
@@ -79,3 +83,20 @@ def test_eval_graph_streams_the_mesh_evaluation(model):
         got = session.run({m: sig.outputs[f"metrics/{m}/value"].name for m in ("accuracy", "mean_max_probability")})
     np.testing.assert_allclose(got["accuracy"], want["accuracy"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(got["mean_max_probability"], want["mean_max_probability"], rtol=0, atol=1e-5)
+
+
+def test_train_graph_steps_in_tf_without_the_host_call(model):
+    """The TRAIN meta graph runs model_fn's training step (TrainState + Adam) in TF; the
+    host_call of the TPUEstimatorSpec never reaches the graph (no host function runs)."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        sig = tf.compat.v1.saved_model.loader.load(session, ["train"], model["path"]).signature_def["train"]
+        (train_op,) = graph.get_collection("saved_model_train_op")
+        feed = {sig.inputs["x"].name: model["x"][:64], sig.inputs["label"].name: model["y"][:64]}
+        losses = [session.run([sig.outputs["loss"].name, train_op], feed)[0] for _ in range(5)]
+        step = session.run(tf.compat.v1.train.get_global_step())
+        ops = {op.type for op in graph.get_operations()}
+    assert step == 15  # restored at 10, five steps
+    assert losses[-1] < losses[0]  # the same batch five times: Adam lowers its loss
+    assert model["host_calls"] == []
+    assert not any("Callback" in t or "PyFunc" in t for t in ops)
