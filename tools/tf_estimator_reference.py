@@ -4,7 +4,8 @@ jaxspec's export tests compare what ``tf_bridge`` writes with what
 ``tf.estimator.Estimator.export_saved_model`` / ``experimental_export_all_saved_models``
 write for the same model_fn and receivers. TensorFlow >= 2.16 has no ``tf.estimator``,
 so this script runs in a separate virtual environment (``tools/tf_estimator_reference.sh``
-makes it) and writes ``tests/data/tf_estimator_reference.json``; CI only reads that file.
+makes it and runs this) and writes ``tests/data/tf_estimator_reference.json``; CI only
+reads that file.
 
 The two models mirror the ones in ``tests/test_export_reference.py``:
 
