@@ -7,7 +7,7 @@ so this script runs in a separate virtual environment (``tools/tf_estimator_refe
 makes it and runs this) and writes ``tests/data/tf_estimator_reference.json``; CI only
 reads that file.
 
-The two models mirror the ones in ``tests/test_export_reference.py``:
+The two models mirror ``tests/test_export_support.py``'s linear regressor and examples/digits.py:
 
 * ``linear``: ``y = x @ w + b`` on ``x`` float32 ``[batch, 3]``; PREDICT heads
   ``serving_default`` (RegressionOutput) and ``predict`` (PredictOutput); TRAIN mean
