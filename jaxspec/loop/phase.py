@@ -98,8 +98,11 @@ class Phase:
         if first is None:
             raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
-        engine = StepEngine(est._model_fn, {self.mode: est._model_params(self.mode)}, est.config, self.mesh,
-                            broadcast=pipeline == InputPipelineConfig.BROADCAST)
+        broadcast = self.mesh is not None and pipeline == InputPipelineConfig.BROADCAST
+        model_params = est._model_params(self.mode)
+        if broadcast and self.global_batch_size is not None:
+            model_params["batch_size"] = self.global_batch_size  # every replica sees the whole batch
+        engine = StepEngine(est._model_fn, {self.mode: model_params}, est.config, self.mesh, broadcast=broadcast)
         self.session = Session(engine, self.mode, est._init_fn, self.store, first[0],
                                est.config.tf_random_seed, checkpoint_path)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
