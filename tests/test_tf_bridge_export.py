@@ -520,3 +520,34 @@ def test_supervised_receivers_like_tf():
         assert from_data.labels.dtype == tf.int64
         with pytest.raises(ValueError, match="labels"):
             build_supervised_input_receiver_fn_from_input_fn(lambda: iter([{"x": np.zeros((2, 3))}]))
+
+
+def test_low_level_eval_export_without_labels_streams_a_mean(tmp_path):
+    from jaxspec.metrics import mean
+    from tf_bridge import ModeExport, UnsupervisedInputReceiver, export_all_saved_models
+
+    def receiver_fn():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        return UnsupervisedInputReceiver({"x": x}, {"x": x})
+
+    def eval_fn(state, step, features, labels):
+        assert labels is None
+        y = state["w"] * features["x"].sum(axis=1)
+        return {"loss": jnp.mean(y), "predictions": y, "metrics": {"mean_y": mean(y)}}
+
+    state = {"w": np.float32(2.0)}
+    path = export_all_saved_models(str(tmp_path), {"eval": ModeExport(receiver_fn, eval_fn)}, state,
+                                   platforms=PLATFORMS).decode()
+    meta = read_meta_graph(path)
+    assert list(meta.meta_info_def.tags) == ["eval"]
+    sig = meta.signature_def["eval"]
+    assert sig.method_name == "tensorflow/supervised/eval"
+    assert set(sig.outputs) == {"loss", "predictions", "metrics/mean_y/value", "metrics/mean_y/update_op"}
+    batches = [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((5, 3), np.float32)]
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        tf.compat.v1.saved_model.loader.load(session, ["eval"], path)
+        for xs in batches:
+            session.run(sig.outputs["metrics/mean_y/update_op"].name, {sig.inputs["x"].name: xs})
+        value = session.run(sig.outputs["metrics/mean_y/value"].name)
+    np.testing.assert_allclose(value, np.mean(np.concatenate([2 * b.sum(1) for b in batches])), rtol=1e-6)

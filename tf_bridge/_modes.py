@@ -81,7 +81,10 @@ def _receiver(receiver_fn: Callable[[], Any], mode: str) -> Any:
 
 
 def _example(tree: Any) -> Any:
-    """Zeros at batch 1 (every unknown dimension 1) shaped like the receiver tensors."""
+    """Zeros at batch 1 (every unknown dimension 1) shaped like the receiver tensors
+    (None stays None: a receiver without labels)."""
+    if tree is None:
+        return None
     return tf.nest.map_structure(
         lambda t: np.zeros([1 if d is None else d for d in t.shape.as_list()], t.dtype.as_numpy_dtype), tree
     )
