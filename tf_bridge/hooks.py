@@ -1,0 +1,290 @@
+"""Session hooks tf.estimator had and ``tf.compat.v1.train`` lacks.
+
+``tf.compat.v1.train`` still has CheckpointSaverHook, LoggingTensorHook, NanTensorHook,
+StepCounterHook, StopAtStepHook, SummarySaverHook, FinalOpsHook, ProfilerHook, ...; use
+them as they are. This module adds the ones that lived in tf.estimator:
+
+- ``HostCallHook``: runs a host_call's ops once per step (TPUEstimator's CPU path and the
+  NPU path);
+- ``StopAfterNEvalsHook``: stops evaluation after N batches (``Estimator.evaluate(steps)``);
+- ``ExamplesPerSecondHook``: TPUEstimator's ``global_step/sec`` + ``examples/sec``;
+- early stopping: ``make_early_stopping_hook``, ``stop_if_higher_hook``,
+  ``stop_if_lower_hook``, ``stop_if_no_increase_hook``, ``stop_if_no_decrease_hook``,
+  ``read_eval_metrics`` (``tf.estimator.experimental``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import operator
+import os
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.ops import summary_ops_v2
+
+_log = logging.getLogger("tf_bridge")
+_SessionRunHook = tf.compat.v1.train.SessionRunHook
+
+
+class HostCallHook(_SessionRunHook):
+    """Fetches a host_call's outputs at every step, as TPUEstimator's CPU path does.
+
+    ``fetches`` is what ``host_fn`` returned when it was called in the graph (ops,
+    tensors, or a structure of them, e.g. ``tf.compat.v1.summary.all_v2_summary_ops()``).
+    ``begin`` collects the initialisers of the graph's ``tf.summary`` writers, run after
+    the session is created; ``end`` flushes those writers.
+
+    Args:
+      fetches: anything ``Session.run`` accepts; None fetches nothing.
+    """
+
+    def __init__(self, fetches: Any) -> None:
+        self._fetches = fetches
+        self._init_ops: list[Any] = []
+        self._flush_ops: list[Any] = []
+
+    @property
+    def fetches(self) -> Any:
+        """What is run at every step."""
+        return self._fetches
+
+    def begin(self) -> None:
+        self._init_ops = list(summary_ops_v2.summary_writer_initializer_op())
+        self._flush_ops = [summary_ops_v2.legacy_raw_flush(writer=op.inputs[0]) for op in self._init_ops]
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        if self._init_ops:
+            session.run(self._init_ops)
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+    def end(self, session: Any) -> None:
+        if self._flush_ops:
+            session.run(self._flush_ops)
+
+
+class StopAfterNEvalsHook(_SessionRunHook):
+    """Requests a stop once ``num_evals`` evaluation batches are done (the hook behind
+    ``Estimator.evaluate(steps=N)``).
+
+    The evaluation loop gives it the tensor that counts finished batches
+    (``set_evals_completed_tensor``); it is fetched with each batch.
+
+    Args:
+      num_evals: number of batches, a positive int.
+      log_progress: log ``Evaluation [k/N]`` (every batch below 20, else every tenth).
+    """
+
+    def __init__(self, num_evals: int, log_progress: bool = True) -> None:
+        self._num_evals = num_evals
+        self._completed: Any = None
+        self._log_progress = log_progress
+        self._log_every = 1 if num_evals < 20 else math.floor(num_evals / 10.0)
+
+    def set_evals_completed_tensor(self, tensor: Any) -> None:
+        """The int tensor holding the number of batches done after this run."""
+        self._completed = tensor
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.compat.v1.train.SessionRunArgs({"evals_completed": self._completed})
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        done = int(run_values.results["evals_completed"])
+        if self._log_progress and (done % self._log_every == 0 or done == self._num_evals):
+            _log.info("Evaluation [%d/%d]", done, self._num_evals)
+        if done >= self._num_evals:
+            run_context.request_stop()
+
+
+class ExamplesPerSecondHook(tf.compat.v1.train.StepCounterHook):
+    """``global_step/sec`` and ``examples/sec`` (TPUEstimator's hook): a StepCounterHook
+    that also multiplies the step rate by the global batch size.
+
+    Args:
+      batch_size: global batch size (examples per step).
+      every_n_steps, every_n_secs, output_dir, summary_writer: as StepCounterHook.
+    """
+
+    def __init__(self, batch_size: int, every_n_steps: int | None = 100, every_n_secs: float | None = None,
+                 output_dir: str | None = None, summary_writer: Any = None) -> None:
+        self._batch_size = batch_size
+        super().__init__(every_n_steps=every_n_steps, every_n_secs=every_n_secs, output_dir=output_dir,
+                         summary_writer=summary_writer)
+
+    def _log_and_record(self, elapsed_steps: int, elapsed_time: float, global_step: int) -> None:
+        steps_per_sec = elapsed_steps / elapsed_time
+        examples_per_sec = self._batch_size * steps_per_sec
+        if self._summary_writer is not None:
+            summary = tf.compat.v1.Summary(value=[
+                tf.compat.v1.Summary.Value(tag="global_step/sec", simple_value=steps_per_sec),
+                tf.compat.v1.Summary.Value(tag="examples/sec", simple_value=examples_per_sec),
+            ])
+            self._summary_writer.add_summary(summary, global_step)
+        _log.info("global_step/sec: %g, examples/sec: %g", steps_per_sec, examples_per_sec)
+
+
+class _StopOnPredicateHook(_SessionRunHook):
+    """Calls ``should_stop_fn`` every N steps or seconds; stops training when it says so."""
+
+    def __init__(self, should_stop_fn: Callable[[], bool], run_every_secs: float | None,
+                 run_every_steps: int | None) -> None:
+        if not callable(should_stop_fn):
+            raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")
+        self._should_stop_fn = should_stop_fn
+        self._timer = tf.compat.v1.train.SecondOrStepTimer(every_secs=run_every_secs, every_steps=run_every_steps)
+        self._global_step: Any = None
+
+    def begin(self) -> None:
+        self._global_step = tf.compat.v1.train.get_global_step()
+        if self._global_step is None:
+            raise RuntimeError("early stopping needs a global step in the graph.")
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.compat.v1.train.SessionRunArgs(self._global_step)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        step = int(run_values.results)
+        if self._timer.should_trigger_for_step(step):
+            self._timer.update_last_triggered_step(step)
+            if self._should_stop_fn():
+                _log.info("Early stopping requested at global step %d.", step)
+                run_context.request_stop()
+
+
+def make_early_stopping_hook(estimator: Any, should_stop_fn: Callable[[], bool], run_every_secs: float | None = 60,
+                             run_every_steps: int | None = None) -> _SessionRunHook:
+    """A hook that stops training when ``should_stop_fn()`` returns True
+    (``tf.estimator.experimental.make_early_stopping_hook``).
+
+    Unlike TF's, it adds no ``signal_early_stopping/STOP`` variable to the graph: that
+    variable only told other workers to stop, and tf_bridge runs one process; so
+    checkpoints keep exactly the model's variables.
+
+    Args:
+      estimator: a tf_bridge Estimator (only checked; the hook reads nothing from it).
+      should_stop_fn: ``() -> bool``.
+      run_every_secs / run_every_steps: how often to call it; at most one may be set.
+
+    Raises:
+      TypeError: ``estimator`` is not a tf_bridge Estimator, or should_stop_fn is not
+        callable.
+      ValueError: both run_every_secs and run_every_steps are set.
+    """
+    from tf_bridge.runner.estimator import Estimator
+
+    if not isinstance(estimator, Estimator):
+        raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
+    if run_every_secs is not None and run_every_steps is not None:
+        raise ValueError("set run_every_secs or run_every_steps, not both.")
+    return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
+
+
+def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, float]]:
+    """The scalar metrics in ``eval_dir``'s event files, by global step, steps ascending
+    (``tf.estimator.experimental.read_eval_metrics``). A corrupt tail of a file is skipped
+    with a warning."""
+    by_step: dict[int, dict[str, float]] = collections.defaultdict(dict)
+    if tf.io.gfile.exists(eval_dir):
+        for path in tf.io.gfile.glob(os.path.join(eval_dir, "events.out.tfevents.*")):
+            try:
+                for event in tf.compat.v1.train.summary_iterator(path):
+                    values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
+                    if values:
+                        by_step[event.step].update(values)
+            except tf.errors.DataLossError as err:
+                _log.warning("Skipping the rest of %s (corrupt): %s", path, err)
+    return collections.OrderedDict(sorted(by_step.items()))
+
+
+def _threshold_hook(estimator: Any, metric_name: str, threshold: float, higher: bool, eval_dir: str | None,
+                    min_steps: int, run_every_secs: float | None, run_every_steps: int | None) -> _SessionRunHook:
+    eval_dir = eval_dir or estimator.eval_dir()
+    better = operator.gt if higher else operator.lt
+
+    def crossed() -> bool:
+        for step, metrics in read_eval_metrics(eval_dir).items():
+            if step >= min_steps and better(metrics[metric_name], threshold):
+                _log.info("Metric %r is %s at step %d: past the threshold %s.", metric_name,
+                          metrics[metric_name], step, threshold)
+                return True
+        return False
+
+    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
+
+
+def _no_improvement_hook(estimator: Any, metric_name: str, max_steps: int, higher: bool, eval_dir: str | None,
+                         min_steps: int, run_every_secs: float | None,
+                         run_every_steps: int | None) -> _SessionRunHook:
+    eval_dir = eval_dir or estimator.eval_dir()
+    better = operator.gt if higher else operator.lt
+
+    def stalled() -> bool:
+        best = best_step = None
+        for step, metrics in read_eval_metrics(eval_dir).items():
+            if step < min_steps:
+                continue
+            if best is None or better(metrics[metric_name], best):
+                best, best_step = metrics[metric_name], step
+            if step - best_step >= max_steps:
+                _log.info("Metric %r has not improved for %d steps.", metric_name, step - best_step)
+                return True
+        return False
+
+    return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
+
+
+def stop_if_higher_hook(estimator: Any, metric_name: str, threshold: float, eval_dir: str | None = None,
+                        min_steps: int = 0, run_every_secs: float | None = 60,
+                        run_every_steps: int | None = None) -> _SessionRunHook:
+    """Stop training once an evaluation at global step >= min_steps reported
+    ``metric_name`` > ``threshold`` (``tf.estimator.experimental.stop_if_higher_hook``).
+    Reads ``eval_dir`` (default ``estimator.eval_dir()``)."""
+    return _threshold_hook(estimator, metric_name, threshold, True, eval_dir, min_steps, run_every_secs,
+                           run_every_steps)
+
+
+def stop_if_lower_hook(estimator: Any, metric_name: str, threshold: float, eval_dir: str | None = None,
+                       min_steps: int = 0, run_every_secs: float | None = 60,
+                       run_every_steps: int | None = None) -> _SessionRunHook:
+    """Stop training once an evaluation reported ``metric_name`` < ``threshold``
+    (``tf.estimator.experimental.stop_if_lower_hook``)."""
+    return _threshold_hook(estimator, metric_name, threshold, False, eval_dir, min_steps, run_every_secs,
+                           run_every_steps)
+
+
+def stop_if_no_increase_hook(estimator: Any, metric_name: str, max_steps_without_increase: int,
+                             eval_dir: str | None = None, min_steps: int = 0, run_every_secs: float | None = 60,
+                             run_every_steps: int | None = None) -> _SessionRunHook:
+    """Stop training when ``metric_name`` has not increased over
+    ``max_steps_without_increase`` global steps of evaluations
+    (``tf.estimator.experimental.stop_if_no_increase_hook``)."""
+    return _no_improvement_hook(estimator, metric_name, max_steps_without_increase, True, eval_dir, min_steps,
+                                run_every_secs, run_every_steps)
+
+
+def stop_if_no_decrease_hook(estimator: Any, metric_name: str, max_steps_without_decrease: int,
+                             eval_dir: str | None = None, min_steps: int = 0, run_every_secs: float | None = 60,
+                             run_every_steps: int | None = None) -> _SessionRunHook:
+    """Stop training when ``metric_name`` has not decreased over
+    ``max_steps_without_decrease`` global steps of evaluations
+    (``tf.estimator.experimental.stop_if_no_decrease_hook``)."""
+    return _no_improvement_hook(estimator, metric_name, max_steps_without_decrease, False, eval_dir, min_steps,
+                                run_every_secs, run_every_steps)
+
+
+__all__ = [
+    "ExamplesPerSecondHook",
+    "HostCallHook",
+    "StopAfterNEvalsHook",
+    "make_early_stopping_hook",
+    "read_eval_metrics",
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
+]
