@@ -1,0 +1,349 @@
+"""``tf_bridge.Estimator``: tf.estimator.Estimator for TF1-style model_fns on TF >= 2.16.
+
+The model_fn is unmodified TensorFlow 1 code (``tf.compat.v1`` variables, optimizers,
+``tf.compat.v1.metrics``), run in graph mode by TensorFlow itself. Checkpoints are TF's
+(``model.ckpt-N`` + the ``checkpoint`` file, written by ``tf.compat.v1.train.Saver``), so a
+model_dir written by TF 2.15's ``tf.estimator.Estimator`` is resumed, evaluated and
+exported as it is, and the other way round.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from jaxspec.mode_keys import ModeKeys
+from tf_bridge.config import RunConfig, check_single_process
+from tf_bridge.runner import evaluate as _evaluate
+from tf_bridge.runner import export as _export
+from tf_bridge.runner import predict as _predict
+from tf_bridge.runner import train as _train
+from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
+from tf_bridge.spec import EstimatorSpec
+
+_log = logging.getLogger("tf_bridge")
+
+
+class WarmStartSettings(collections.namedtuple(
+        "WarmStartSettings",
+        ["ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name"])):
+    """Warm-start settings (``tf.estimator.WarmStartSettings``): the fields are the
+    arguments of ``tf.compat.v1.train.warm_start``, which does the work.
+
+    Raises:
+      ValueError: ``ckpt_to_initialize_from`` is empty.
+    """
+
+    def __new__(cls, ckpt_to_initialize_from: str, vars_to_warm_start: Any = ".*",
+                var_name_to_vocab_info: Any = None, var_name_to_prev_var_name: Any = None) -> WarmStartSettings:
+        if not ckpt_to_initialize_from:
+            raise ValueError("WarmStartSettings: ckpt_to_initialize_from is required.")
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, var_name_to_vocab_info or {},
+                               var_name_to_prev_var_name or {})
+
+
+def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
+    """None, a checkpoint/model_dir path, a SavedModel directory (its variables are used)
+    or WarmStartSettings, as tf.estimator accepts.
+
+    Raises:
+      ValueError: any other type.
+    """
+    if warm_start_from is None:
+        return None
+    if isinstance(warm_start_from, (str, bytes, os.PathLike)):
+        path = os.fsdecode(warm_start_from)
+        if tf.io.gfile.exists(os.path.join(path, "variables", "variables.index")):
+            return WarmStartSettings(os.path.join(path, "variables", "variables"))
+        return WarmStartSettings(path)
+    if isinstance(warm_start_from, WarmStartSettings):
+        return warm_start_from
+    raise ValueError(f"warm_start_from must be a path or a WarmStartSettings, got {type(warm_start_from).__name__}.")
+
+
+def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -> Any:
+    """The config with model_dir settled as tf.estimator does.
+
+    Raises:
+      ValueError: config is not a ``config_type``, or two different model_dirs.
+    """
+    if config is None:
+        config = config_type()
+    if not isinstance(config, config_type):
+        raise ValueError(f"config must be a tf_bridge {config_type.__name__}, got {type(config).__name__}.")
+    model_dir = os.fsdecode(model_dir) if model_dir else None
+    if model_dir and config.model_dir and config.model_dir != model_dir:
+        raise ValueError(
+            f"model_dir {model_dir!r} given to the Estimator differs from config.model_dir {config.model_dir!r}."
+        )
+    if model_dir:
+        return config.replace(model_dir=model_dir)
+    if not config.model_dir:
+        model_dir = tempfile.mkdtemp(prefix="tf_bridge_")
+        _log.warning("No model_dir given; using the temporary directory %s.", model_dir)
+        return config.replace(model_dir=model_dir)
+    return config
+
+
+def check_hooks(hooks: Any) -> list[Any]:
+    """The hooks given to train/evaluate/predict as a list.
+
+    Raises:
+      TypeError: an entry is not a ``tf.compat.v1.train.SessionRunHook``.
+    """
+    hooks = list(hooks or [])
+    for hook in hooks:
+        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+            raise TypeError(f"hooks must be tf.compat.v1.train.SessionRunHook instances, got {hook!r}.")
+    return hooks
+
+
+def check_listeners(listeners: Any) -> list[Any]:
+    """saving_listeners as a list.
+
+    Raises:
+      TypeError: an entry is not a ``tf.compat.v1.train.CheckpointSaverListener``.
+    """
+    listeners = list(listeners or [])
+    for listener in listeners:
+        if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
+            raise TypeError(f"saving_listeners must be CheckpointSaverListener instances, got {listener!r}.")
+    return listeners
+
+
+def _check_steps(name: str, value: Any) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}.")
+
+
+class Estimator:
+    """Trains, evaluates, predicts and exports a TF1-style model_fn
+    (``tf.estimator.Estimator``, TF 2.15 behaviour) on TensorFlow >= 2.16.
+
+    Args:
+      model_fn: ``model_fn(features, labels, mode, params, config)`` (only ``features`` is
+        required) returning a ``tf_bridge.EstimatorSpec``; it builds a TF graph
+        (``tf.compat.v1`` variables, optimizers, metrics).
+      model_dir: checkpoints (``model.ckpt-N``), event files, ``eval/``; a temporary
+        directory when neither this nor ``config.model_dir`` is set.
+      config: a ``tf_bridge.RunConfig`` (None: the default one).
+      params: dict passed to model_fn and input_fn (deep-copied).
+      warm_start_from: a checkpoint/model_dir path, a SavedModel directory, or
+        ``WarmStartSettings``; used when model_dir has no checkpoint.
+
+    Raises:
+      ValueError: config of another type (checked first), model_fn missing, conflicting
+        model_dirs, model_fn arguments tf.estimator refuses, a bad warm_start_from.
+      NotImplementedError: ``TF_CONFIG`` names a cluster (one process only).
+    """
+
+    _spec_types: tuple[type, ...] = (EstimatorSpec,)
+    _config_type: type = RunConfig
+    _skip_predict_input_check = False
+
+    def __init__(self, model_fn: Callable[..., Any] | None = None, model_dir: Any = None, config: Any = None,
+                 params: dict[str, Any] | None = None, warm_start_from: Any = None) -> None:
+        self._config = resolve_config(config, model_dir, self._config_type)
+        check_single_process()
+        if model_fn is None:
+            raise ValueError("model_fn is required.")
+        verify_model_fn_args(model_fn, params)
+        self._model_fn = model_fn
+        self._params = copy.deepcopy(params or {})
+        self._model_dir = self._config.model_dir
+        self._session_config = self._config.resolved_session_config()
+        self._warm_start_settings = as_warm_start_settings(warm_start_from)
+
+    @property
+    def model_dir(self) -> str:
+        """The model directory."""
+        return self._model_dir
+
+    @property
+    def config(self) -> Any:
+        """A deep copy of the RunConfig."""
+        return copy.deepcopy(self._config)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """A deep copy of params."""
+        return copy.deepcopy(self._params)
+
+    @property
+    def model_fn(self) -> Callable[..., Any]:
+        """``model_fn(features, labels, mode, config)`` bound to this Estimator's params."""
+
+        def public_model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+            return self._call_model_fn(features, labels, mode, config)
+
+        return public_model_fn
+
+    # -- hooks for subclasses -------------------------------------------------------------
+
+    def _create_global_step(self, graph: Any) -> Any:
+        """The int64 ``global_step`` variable (``tf.compat.v1.train.create_global_step``)."""
+        return tf.compat.v1.train.create_global_step(graph)
+
+    def _input_fn_params(self, mode: str) -> dict[str, Any]:
+        """params as input_fn receives them in ``mode``."""
+        return self.params
+
+    def _call_model_fn(self, features: Any, labels: Any, mode: str, config: Any, export: bool = False) -> Any:
+        """Call model_fn; return the EstimatorSpec the runner uses.
+
+        Raises:
+          ValueError: model_fn returned something other than a spec of this Estimator.
+        """
+        return call_model_fn(self._model_fn, features, labels, mode, self.params, config, self._spec_types)
+
+    def _iterations_per_loop(self) -> int:
+        """Training steps per loop (hooks run once per loop); 1 as in tf.estimator."""
+        return 1
+
+    # -- checkpoints ------------------------------------------------------------------
+
+    def latest_checkpoint(self) -> str | None:
+        """The path of the newest checkpoint in model_dir (``model_dir/model.ckpt-N``), or None."""
+        return tf.train.latest_checkpoint(self._model_dir)
+
+    def _require_checkpoint(self) -> str:
+        path = self.latest_checkpoint()
+        if not path:
+            raise ValueError(f"no checkpoint in model_dir {self._model_dir}; train first.")
+        return path
+
+    def get_variable_names(self) -> list[str]:
+        """Names of the variables in the latest checkpoint.
+
+        Raises:
+          ValueError: model_dir has no checkpoint.
+        """
+        return [name for name, _ in tf.train.list_variables(self._require_checkpoint())]
+
+    def get_variable_value(self, name: str) -> Any:
+        """The value (numpy) of variable ``name`` in the latest checkpoint.
+
+        Raises:
+          ValueError: model_dir has no checkpoint.
+        """
+        return tf.train.load_variable(self._require_checkpoint(), name)
+
+    # -- train / evaluate / predict ---------------------------------------------------------
+
+    def train(self, input_fn: Callable[..., Any], hooks: Any = None, steps: int | None = None,
+              max_steps: int | None = None, saving_listeners: Any = None) -> Estimator:
+        """Train until ``steps`` more steps, global step ``max_steps``, or the input's end
+        (``tf.estimator.Estimator.train``). Returns self.
+
+        Raises:
+          ValueError: both steps and max_steps, a non-positive one, saving_listeners without
+            checkpoint saving; what model_fn / the spec raise.
+          TypeError: a hook or listener of the wrong type.
+          tf.compat.v1.train.NanLossDuringTrainingError: the loss became NaN.
+        """
+        if steps is not None and max_steps is not None:
+            raise ValueError("give steps or max_steps, not both.")
+        _check_steps("steps", steps)
+        _check_steps("max_steps", max_steps)
+        if max_steps is not None and max_steps <= _train.load_global_step(self._model_dir):
+            _log.info("Skipping training: the checkpoint is already at max_steps=%d.", max_steps)
+            return self
+        hooks = check_hooks(hooks)
+        if steps is not None or max_steps is not None:
+            hooks.append(tf.compat.v1.train.StopAtStepHook(steps, max_steps))
+        plan = _train.TrainPlan(max_steps, self._iterations_per_loop())
+        if steps is not None and plan.iterations_per_loop > 1:
+            plan.last_step = _train.load_global_step(self._model_dir) + steps
+        loss = _train.train_model(self, input_fn, hooks, check_listeners(saving_listeners), plan)
+        _log.info("Loss for final step: %s.", loss)
+        return self
+
+    def eval_dir(self, name: str | None = None) -> str:
+        """``model_dir/eval`` or ``model_dir/eval_<name>``: where evaluate writes summaries."""
+        return os.path.join(self._model_dir, "eval" if not name else f"eval_{name}")
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None, hooks: Any = None,
+                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+        """Evaluate the latest (or the given) checkpoint on ``steps`` batches or the whole
+        input (``tf.estimator.Estimator.evaluate``).
+
+        Returns:
+          dict of metric name to value (numpy scalars/arrays as the session returns them),
+          with ``loss`` (mean of the batch losses) and ``global_step``.
+
+        Raises:
+          ValueError: steps <= 0, a metric named ``loss``/``global_step``; what model_fn raises.
+          TypeError: a hook of the wrong type.
+        """
+        from tf_bridge.hooks import StopAfterNEvalsHook
+
+        hooks = check_hooks(hooks)
+        if steps is not None:
+            _check_steps("steps", steps)
+            hooks.append(StopAfterNEvalsHook(num_evals=steps))
+        if not checkpoint_path:
+            checkpoint_path = self.latest_checkpoint()
+            if not checkpoint_path:
+                _log.info("No checkpoint in %s: evaluating freshly initialised variables.", self._model_dir)
+        return _evaluate.run_evaluate(self, input_fn, hooks, checkpoint_path, self.eval_dir(name))
+
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Any = None, hooks: Any = None,
+                checkpoint_path: str | None = None, yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yield predictions until the input ends (``tf.estimator.Estimator.predict``):
+        one example at a time (a dict of numpy values for dict predictions), or whole
+        batches with ``yield_single_examples=False``. Nothing runs before the first ``next``.
+
+        Raises (at the first ``next``):
+          ValueError: bad predict_keys, predictions of different batch sizes.
+          TypeError: a hook of the wrong type.
+        """
+        hooks = check_hooks(hooks)
+        if not checkpoint_path:
+            checkpoint_path = self.latest_checkpoint()
+            if not checkpoint_path:
+                _log.info("No checkpoint in %s: predicting with freshly initialised variables.", self._model_dir)
+        yield from _predict.run_predict(self, input_fn, predict_keys, hooks, checkpoint_path,
+                                        yield_single_examples)
+
+    # -- export -----------------------------------------------------------------------------
+
+    def export_saved_model(self, export_dir_base: Any, serving_input_receiver_fn: Callable[[], Any],
+                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                           checkpoint_path: str | None = None, experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+        """Export the model in ``experimental_mode`` (PREDICT: tag ``serve``) as a SavedModel
+        under ``export_dir_base/<timestamp>`` (``tf.estimator.Estimator.export_saved_model``).
+
+        ``serving_input_receiver_fn`` returns a receiver (``tf_bridge.ServingInputReceiver``
+        or ``TensorServingInputReceiver``); the signatures are one per export output.
+
+        Returns:
+          The export directory, as bytes.
+
+        Raises:
+          ValueError: no receiver function, no checkpoint, variables missing from it.
+        """
+        if not serving_input_receiver_fn:
+            raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
+        return self.experimental_export_all_saved_models(
+            export_dir_base, {experimental_mode: serving_input_receiver_fn}, assets_extra=assets_extra,
+            as_text=as_text, checkpoint_path=checkpoint_path)
+
+    def experimental_export_all_saved_models(self, export_dir_base: Any, input_receiver_fn_map: dict[str, Any],
+                                             assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                                             checkpoint_path: str | None = None) -> bytes:
+        """One SavedModel with a metagraph per mode of ``input_receiver_fn_map``
+        (tags: TRAIN ``train``, EVAL ``eval``, PREDICT ``serve``), variables from the
+        first of TRAIN, EVAL, PREDICT.
+
+        Raises:
+          ValueError: as export_saved_model; no valid mode in the map.
+        """
+        return _export.export_all(self, os.fsdecode(export_dir_base), dict(input_receiver_fn_map), assets_extra,
+                                  as_text, checkpoint_path)
