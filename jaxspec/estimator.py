@@ -4,19 +4,48 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec.config import InputPipelineConfig, RunConfig
 from jaxspec.engine.fn_args import check_declared_args
+from jaxspec.cluster import maybe_initialize
 from jaxspec.loop.checkpoints import CheckpointStore, named_leaves
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
 
-MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config", "state", "rng", "global_step")
 INIT_FN_ARGS = ("rng", "features", "labels", "params", "config")
+
+
+def resolve_model_dir(config: RunConfig | None, model_dir: str | os.PathLike[str] | None) -> RunConfig:
+    """The config with its model_dir settled, as tf.estimator does.
+
+    A non-empty ``model_dir`` must equal ``config.model_dir`` when both are set; with
+    neither set (or ``model_dir=''``), a fresh temporary directory is used and a warning
+    logged. Returns ``config`` itself when nothing changes, else ``config.replace(...)``
+    (same class).
+
+    Raises:
+      ValueError: the two model_dir values differ.
+    """
+    config = RunConfig() if config is None else config
+    model_dir = os.fspath(model_dir) if model_dir is not None else None
+    if model_dir:
+        if config.model_dir is not None and config.model_dir != model_dir:
+            raise ValueError(
+                f"model_dir is set both in the Estimator ({model_dir!r}) and in its RunConfig "
+                f"({config.model_dir!r}), to different values."
+            )
+        return config if config.model_dir == model_dir else config.replace(model_dir=model_dir)
+    if config.model_dir is None:
+        model_dir = tempfile.mkdtemp(prefix="jaxspec_")
+        _log.warning("Using a temporary directory as model_dir: %s", model_dir)
+        return config.replace(model_dir=model_dir)
+    return config
 
 
 class Estimator:
@@ -35,17 +64,23 @@ class Estimator:
     Args:
       model_fn: the model function (see above).
       model_dir: directory for checkpoints (``model_dir/checkpoints/<step>``), event
-        files and eval results; a temporary directory if None or empty.
+        files and eval results (str or path-like); when neither it nor
+        ``config.model_dir`` is set, a temporary directory (a warning is logged).
       config: a RunConfig.
       params: dict passed to model_fn (deep-copied).
       warm_start_from: a model_dir / checkpoint path or a WarmStartSettings; used only
         when model_dir has no checkpoint (TypeError for another type).
       init_fn: builds the first state; None means model_fn gets an empty dict.
 
+    Calls are checked as tf.estimator does: labels returned by input_fn but not taken by
+    model_fn, or a model_fn result that is not an EstimatorSpec (a TPUEstimatorSpec is
+    not one), raise ValueError when train/evaluate/predict trace model_fn.
+
     Raises:
       ValueError: config is not a RunConfig (checked first), model_fn is missing, the
-        two model_dir values conflict, model_fn/init_fn declare an argument not listed
-        above, or params is given and model_fn takes none.
+        two model_dir values conflict, model_fn lacks ``features`` or declares names not
+        listed above (all named), init_fn declares a name not listed above, or params is
+        given and model_fn takes none.
     """
 
     def __init__(
@@ -64,23 +99,30 @@ class Estimator:
         from jaxspec.loop.warm_start import as_settings
 
         self._warm_start_settings = as_settings(warm_start_from)
-        config = config or RunConfig()
-        if model_dir and config.model_dir and model_dir != config.model_dir:
-            raise ValueError(f"model_dir {model_dir!r} conflicts with config.model_dir {config.model_dir!r}.")
-        model_dir = model_dir or config.model_dir or tempfile.mkdtemp(prefix="jaxspec_")
-        if config.model_dir != model_dir:
-            config = config.replace(model_dir=model_dir)
-        names = check_declared_args(model_fn, MODEL_FN_ARGS, "model_fn", required=("features",))
-        if params is not None and "params" not in names:
-            raise ValueError("params was given but model_fn takes no argument named 'params'.")
+        verify_model_fn_args(model_fn, params)
+        config = resolve_model_dir(config, model_dir)
         if init_fn is not None:
             check_declared_args(init_fn, INIT_FN_ARGS, "init_fn")
-        self._model_fn = model_fn
-        self._model_dir = model_dir
+        self._model_fn = ModelFnCaller(model_fn, self._check_spec, self._model_fn_needs_params)
+        self._model_dir = config.model_dir
         self._config = config
         self._params = copy.deepcopy(params or {})
         self._init_fn = init_fn
         self._store: CheckpointStore | None = None
+
+    #: Whether model_fn must declare ``params`` (TPUEstimator's rule, checked per call).
+    _model_fn_needs_params = False
+
+    def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
+        """Which specs this Estimator accepts from model_fn (called at each trace).
+
+        Estimator: an EstimatorSpec or NPUEstimatorSpec; not a TPUEstimatorSpec, as in
+        tf.estimator. Subclasses override this.
+
+        Raises:
+          ValueError: model_fn returned something else.
+        """
+        return estimator_spec_check(spec, mode, params)
 
     # -- properties (tf.estimator's) -------------------------------------------------
     @property
@@ -100,7 +142,9 @@ class Estimator:
 
     @property
     def model_fn(self) -> Callable[..., Any]:
-        """The model_fn."""
+        """The model_fn as the engine calls it: a wrapper taking every argument by name
+        (the user's function is its ``user_model_fn``), as tf.estimator's property
+        returns a wrapper too."""
         return self._model_fn
 
     # -- the three phases ------------------------------------------------------------
@@ -252,6 +296,7 @@ class Estimator:
     # -- what subclasses change --------------------------------------------------------
     def _checkpoint_store(self) -> CheckpointStore:
         if self._store is None:
+            maybe_initialize(self._config.cluster)  # Orbax asks JAX for the process index
             c = self._config
             self._store = CheckpointStore(self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours)
         return self._store

@@ -8,13 +8,21 @@ from typing import Any
 import jax
 from jax.sharding import Mesh
 
-from jaxspec.config import InputPipelineConfig, RunConfig
+from jaxspec._checks import check_positive_int
+from jaxspec._model_fn import tpu_spec_check
+from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count
+from jaxspec.cluster import maybe_initialize
 from jaxspec.engine.mesh import make_replica_mesh
 from jaxspec.estimator import Estimator
 from jaxspec.mode_keys import ModeKeys
 
 BATCH_SIZE_KEY = "batch_size"
+CONTEXT_KEY = "context"
 USE_TPU_KEY = "use_tpu"
+RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
+#: Input pipeline modes TPUEstimator runs (SLICED is an eval-only mode in TF).
+TRAINING_PIPELINES = (InputPipelineConfig.PER_SHARD_V1, InputPipelineConfig.PER_HOST_V1,
+                      InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.BROADCAST)
 
 
 class TPUEstimator(Estimator):
@@ -32,19 +40,34 @@ class TPUEstimator(Estimator):
     graph; TF's TPU metagraph is not produced.
 
     Args:
-      model_fn, model_dir, config, params, warm_start_from, init_fn: as Estimator
-        (``config.tpu_config`` gives iterations_per_loop, num_shards and the input
-        pipeline mode).
+      model_fn, model_dir, params, warm_start_from, init_fn: as Estimator. model_fn must
+        take ``params`` (checked when it is first called: TPUEstimator passes the batch
+        size there); params may not hold the reserved keys ``batch_size`` and
+        ``context``.
+      config: a RunConfig, required (its ``tpu_config`` gives iterations_per_loop,
+        num_shards and the input pipeline mode).
       use_tpu: run on the replica mesh.
       train_batch_size, eval_batch_size, predict_batch_size: global batch sizes in
-        examples; each must divide by the number of replicas.
-      batch_axis, eval_on_tpu, export_to_tpu, export_to_cpu, embedding_config_spec,
-      export_saved_model_api_version: accepted for compatibility.
+        examples. With use_tpu, train_batch_size is required and each given one must be
+        a positive int; divisibility by the replicas is checked when the phase starts
+        (ValueError), not at construction, as in TF.
+      eval_on_tpu: False lets an EVAL model_fn return a plain EstimatorSpec.
+      export_saved_model_api_version: None, 1 or 2.
+      batch_axis, export_to_tpu, export_to_cpu, embedding_config_spec: accepted for
+        compatibility.
+
+    What model_fn returns is checked per mode (see ``jaxspec._model_fn.tpu_spec_check``):
+    on the mesh an EVAL or PREDICT model_fn must return a TPUEstimatorSpec
+    (RuntimeError), and a TRAIN EstimatorSpec may not carry training_chief_hooks
+    (ValueError).
 
     Raises:
-      ValueError: params holds ``batch_size``; a batch size is not a positive int or
-        does not divide by the replicas; evaluate/predict on the mesh without
-        eval_batch_size/predict_batch_size (raised when called).
+      ValueError: config missing or not a RunConfig; params holds a reserved key;
+        train_batch_size missing with use_tpu; PER_SHARD_V1 input with
+        num_cores_per_replica; a bad export_saved_model_api_version; or as Estimator.
+      TypeError: a batch size that is not an int (``1.0`` included) with use_tpu.
+      NotImplementedError: SLICED as the training input pipeline, or model parallelism
+        (num_cores_per_replica > 1), which jaxspec does not build yet.
     """
 
     def __init__(
@@ -66,42 +89,75 @@ class TPUEstimator(Estimator):
         export_saved_model_api_version: Any = None,
         init_fn: Callable[..., Any] | None = None,
     ) -> None:
-        if params is not None and BATCH_SIZE_KEY in params:
-            raise ValueError("params must not hold 'batch_size': TPUEstimator sets it from the batch sizes.")
+        if config is None or not isinstance(config, RunConfig):
+            raise ValueError(f"TPUEstimator needs config, a jaxspec.RunConfig; got {type(config).__name__}.")
+        reserved = [k for k in RESERVED_PARAMS_KEYS if params is not None and k in params]
+        if reserved:
+            raise ValueError(f"params may not hold {reserved}: TPUEstimator reserves {list(RESERVED_PARAMS_KEYS)}.")
+        tpu_config = config.tpu_config
+        if use_tpu:
+            if train_batch_size is None:
+                raise ValueError("train_batch_size must be set when use_tpu=True.")
+            for name, size in (("train_batch_size", train_batch_size), ("eval_batch_size", eval_batch_size),
+                               ("predict_batch_size", predict_batch_size)):
+                if size is not None:
+                    check_positive_int(size, name)
+            if tpu_config.input_pipeline is InputPipelineConfig.PER_SHARD_V1 and tpu_config.num_cores_per_replica:
+                raise ValueError("model parallelism (num_cores_per_replica) needs per-host input, not PER_SHARD_V1.")
+        if export_saved_model_api_version not in (None, 1, 2):
+            raise ValueError(f"export_saved_model_api_version must be 1 or 2, got {export_saved_model_api_version!r}.")
+        if (tpu_config.num_cores_per_replica or 1) > 1:
+            raise NotImplementedError("model parallelism (num_cores_per_replica > 1) is not supported yet.")
+        if tpu_config.input_pipeline not in TRAINING_PIPELINES:
+            raise NotImplementedError(
+                f"per_host_input_for_training={tpu_config.input_pipeline.name} is not supported; use one of "
+                f"{[p.name for p in TRAINING_PIPELINES]}."
+            )
         super().__init__(model_fn, model_dir, config, params, warm_start_from, init_fn)
         self._use_tpu = use_tpu
+        self._eval_on_tpu = eval_on_tpu
         self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                              ModeKeys.PREDICT: predict_batch_size}
         self._mesh_cache: Mesh | None = None
-        pipeline = self._input_pipeline()
-        if pipeline not in (InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.PER_HOST_V2):
-            raise NotImplementedError(f"input pipeline {pipeline.name} is not supported yet.")
-        replicas = self._mesh().size if use_tpu else 1
-        for mode, size in self._batch_sizes.items():
-            if size is None:
-                continue
-            if not isinstance(size, int) or size <= 0:
-                raise ValueError(f"{mode} batch size must be a positive int, got {size!r}.")
-            if size % replicas:
-                raise ValueError(f"{mode} batch size {size} must be divisible by the {replicas} replicas.")
-        if use_tpu and train_batch_size is None:
-            raise ValueError("train_batch_size is required when use_tpu=True.")
+
+    _model_fn_needs_params = True
+
+    def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
+        """TPUEstimator's rules (``tpu_spec_check``); ``params['use_tpu']`` tells whether
+        this call runs on the mesh (False in exports, which use the one-device graph)."""
+        on_mesh = bool(params.get(USE_TPU_KEY, self._use_tpu)) if isinstance(params, dict) else self._use_tpu
+        return tpu_spec_check(spec, mode, on_mesh, self._eval_on_tpu)
+
+    def _check_batch_divisible(self, mode: str, size: int | None) -> None:
+        """On the mesh a global batch must split evenly over the replicas (ValueError
+        naming the batch size); BROADCAST input is exempt, as in TF. Building the mesh
+        here also raises ValueError when num_shards exceeds the devices."""
+        if not self._use_tpu or size is None or self._input_pipeline() is InputPipelineConfig.BROADCAST:
+            return
+        replicas = self._replicas()
+        if size % replicas:
+            which = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "eval", ModeKeys.PREDICT: "predict"}[mode]
+            raise ValueError(
+                f"{which}_batch_size ({size}) must be divisible by the number of replicas ({replicas})."
+            )
 
     def _mesh(self) -> Mesh | None:
         if not self._use_tpu:
             return None
         if self._mesh_cache is None:
+            maybe_initialize(self._config.cluster)  # several processes: join before the mesh
             self._mesh_cache = make_replica_mesh(self._config.tpu_config.num_shards)
         return self._mesh_cache
 
     def _iterations_per_loop(self) -> int:
-        return self._config.tpu_config.iterations_per_loop
+        return iterations_per_loop_count(self._config.tpu_config)
 
     def _global_batch_size(self, mode: str) -> int | None:
         size = self._batch_sizes[mode]
         if size is None and self._use_tpu and mode != ModeKeys.TRAIN:
             which = "eval_batch_size" if mode == ModeKeys.EVAL else "predict_batch_size"
             raise ValueError(f"{which} is required to {'evaluate' if mode == ModeKeys.EVAL else 'predict'} on the mesh.")
+        self._check_batch_divisible(mode, size)
         return size
 
     def _input_pipeline(self) -> InputPipelineConfig:

@@ -97,7 +97,7 @@ class CheckpointStore:
         step = self.latest_step() if step is None else step
         if step is None:
             raise ValueError(f"no checkpoint in {self.directory}.")
-        restored = ocp.StandardCheckpointer().restore(item_directory(self.path(step)))
+        restored = restore_on_host(self.path(step))
         return {name: np.asarray(value) for name, value in named_leaves(restored)}
 
     def wait(self) -> None:
@@ -121,6 +121,22 @@ def item_directory(path: str) -> str:
         raise ValueError(f"{path} is not a checkpoint directory.")
     default = os.path.join(path, "default")
     return default if os.path.isdir(default) else path
+
+
+def restore_on_host(path: str) -> Any:
+    """A checkpoint's leaves, as saved (a tree of dicts), on this process's first device,
+    whatever mesh or process count wrote it.
+
+    Raises:
+      ValueError: ``path`` is not a checkpoint directory.
+    """
+    item = item_directory(path)
+    checkpointer = ocp.StandardCheckpointer()
+    tree = checkpointer.metadata(item).item_metadata.tree
+    sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    abstract = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding), tree,
+                            is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"))
+    return checkpointer.restore(item, abstract)
 
 
 def _key_name(entry: Any) -> str:

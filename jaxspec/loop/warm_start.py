@@ -9,9 +9,8 @@ from typing import Any
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
-from jaxspec.loop.checkpoints import CHECKPOINT_SUBDIR, named_leaves
+from jaxspec.loop.checkpoints import CHECKPOINT_SUBDIR, named_leaves, restore_on_host
 
 _log = logging.getLogger("jaxspec")
 
@@ -84,9 +83,7 @@ def warm_start(state: Any, settings: WarmStartSettings) -> Any:
       ValueError: a selected leaf is missing from the checkpoint or has another shape.
     """
     path = _checkpoint_path(settings.ckpt_to_initialize_from)
-    if os.path.isdir(os.path.join(path, "default")):  # a CheckpointManager step directory
-        path = os.path.join(path, "default")
-    stored = dict(named_leaves(ocp.StandardCheckpointer().restore(path)))
+    stored = dict(named_leaves(restore_on_host(path)))
     mine = named_leaves(state)
     chosen = set(_selected([n for n, _ in mine], settings))
     out = []
