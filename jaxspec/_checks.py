@@ -1,15 +1,22 @@
-"""Small type checks shared by the spec classes and export outputs (no TF import)."""
+"""Small checks shared by the spec classes, export outputs, configs and Estimators.
+
+No TensorFlow import; ``jax`` is imported lazily where it is needed.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 
 def is_array(x: Any) -> bool:
-    """True for a dense JAX array (tracers included) or numpy array; False otherwise."""
-    if isinstance(x, np.ndarray):
+    """True for a dense JAX array (tracers included), a numpy array or a numpy scalar."""
+    if isinstance(x, (np.ndarray, np.generic)):
         return True
     try:
         import jax
@@ -28,6 +35,11 @@ def is_sparse(x: Any) -> bool:
     )
 
 
+def is_dense_array(x: Any) -> bool:
+    """``is_array(x)`` and not sparse: what a spec accepts for loss and predictions."""
+    return is_array(x) and not is_sparse(x)
+
+
 def is_floating(x: Any) -> bool:
     """True when the array's dtype is a floating type (bfloat16 included)."""
     return np.issubdtype(np.dtype(x.dtype), np.floating) or str(x.dtype) == "bfloat16"
@@ -40,6 +52,65 @@ def is_string_array(x: Any) -> bool:
     return isinstance(x, np.ndarray) and x.dtype.kind in ("U", "S", "O")
 
 
+def is_number_leaf(x: Any) -> bool:
+    """True for a leaf a state pytree may hold: an array or a Python/numpy number."""
+    if isinstance(x, (str, bytes)):
+        return False
+    return is_array(x) or isinstance(x, numbers.Number)
+
+
 def type_name(x: Any) -> str:
     """The name of ``x``'s type, for error messages."""
     return type(x).__name__
+
+
+def is_int(value: Any) -> bool:
+    """True for a Python int (bool included, as ``six.integer_types`` does) or numpy integer."""
+    return isinstance(value, (int, np.integer))
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` if it is a positive integer.
+
+    Raises:
+      TypeError: not an integer (a float such as ``1.0`` included).
+      ValueError: zero or negative.
+    """
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int, got {type_name(value)} ({value!r}).")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}.")
+    return int(value)
+
+
+def check_nonnegative_int(value: Any, name: str) -> int:
+    """Return ``value`` if it is an integer >= 0 (TypeError / ValueError otherwise)."""
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int, got {type_name(value)} ({value!r}).")
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value}.")
+    return int(value)
+
+
+def fn_arg_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of ``fn``'s named parameters (positional and keyword-only), in order.
+
+    ``self`` of a bound method, ``*args`` and ``**kwargs`` are left out, and so are the
+    arguments a ``functools.partial`` already binds, which is how tf.estimator counts a
+    function's arguments.
+    """
+    if isinstance(fn, functools.partial):
+        bound = set(fn.keywords or {})
+        names = fn_arg_names(fn.func)[len(fn.args):]
+        return tuple(n for n in names if n not in bound)
+    params = inspect.signature(fn).parameters.values()
+    return tuple(
+        p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def takes_varargs(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` (or the function a partial wraps) declares ``*args``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())

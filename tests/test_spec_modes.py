@@ -19,7 +19,7 @@ PREDS = {"y": jnp.ones((4, 2))}
 def test_minimal_spec_per_mode(cls):
     train = cls(ModeKeys.TRAIN, loss=LOSS, train_op=STATE)
     assert train.loss is LOSS and train.train_op is STATE
-    assert cls(ModeKeys.EVAL, loss=LOSS).predictions is None
+    assert cls(ModeKeys.EVAL, loss=LOSS).predictions == {}
     predict = cls(ModeKeys.PREDICT, predictions=PREDS)
     assert predict.loss is None
     assert isinstance(predict.export_outputs["serving_default"], jaxspec.export.PredictOutput)

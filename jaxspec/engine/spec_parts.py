@@ -87,19 +87,20 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
     """Split a spec returned by model_fn in ``mode`` into a SpecParts.
 
     Off the mesh a TPUEstimatorSpec is first turned into ``as_estimator_spec()``, as
-    TPUEstimator does on CPU.
+    TPUEstimator does on CPU. The spec's own ``mode`` is not compared with ``mode`` (a
+    spec built with ``mode=None`` runs in any phase, as in tf.estimator); which spec
+    classes an Estimator accepts is checked before this, by the Estimator.
 
     Raises:
-      TypeError: model_fn did not return one of the three spec classes.
-      ValueError: the spec's mode differs from ``mode``; an EstimatorSpec with
-        eval_metric_ops on the mesh (metrics there come from TPUEstimatorSpec.eval_metrics).
+      ValueError: model_fn did not return one of the three spec classes; an
+        EstimatorSpec with eval_metric_ops on the mesh (metrics there come from
+        TPUEstimatorSpec.eval_metrics).
     """
     if not isinstance(spec, (EstimatorSpec, TPUEstimatorSpec)):
-        raise TypeError(
-            f"model_fn must return an EstimatorSpec, TPUEstimatorSpec or NPUEstimatorSpec, got {type(spec).__name__}."
+        raise ValueError(
+            "model_fn must return an EstimatorSpec (or a TPUEstimatorSpec / NPUEstimatorSpec), "
+            f"got {type(spec).__name__}."
         )
-    if spec.mode != mode:
-        raise ValueError(f"model_fn was called in mode {mode!r} but returned a spec for mode {spec.mode!r}.")
     if isinstance(spec, TPUEstimatorSpec) and on_mesh:
         hooks = {ModeKeys.TRAIN: spec.training_hooks, ModeKeys.EVAL: spec.evaluation_hooks}.get(
             mode, spec.prediction_hooks
@@ -114,7 +115,7 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
         spec = spec.as_estimator_spec()
     hooks, chief_hooks = _mode_hooks(spec, mode)
     host_calls = [_host_call(h.host_call, on_mesh) for h in hooks + chief_hooks if isinstance(h, HostCallHook)]
-    npu_host_call = spec.__dict__.get("host_call") if isinstance(spec, NPUEstimatorSpec) else None
+    npu_host_call = spec.host_call if isinstance(spec, NPUEstimatorSpec) else None
     if npu_host_call is not None and mode != ModeKeys.PREDICT:
         host_calls.append(_host_call(npu_host_call, on_mesh))
     if on_mesh and mode == ModeKeys.EVAL and spec.eval_metric_ops:

@@ -3,45 +3,49 @@ NPUEstimatorSpec's host_call."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
+from jaxspec._checks import fn_arg_names, takes_varargs, type_name
 from jaxspec.spec.hooks import SessionRunHook
 
 
-def _positional_arity(fn: Callable[..., Any]) -> tuple[int, bool]:
-    """(number of positional parameters, whether fn takes *args); ``self`` not counted."""
-    sig = inspect.signature(fn)
-    params = list(sig.parameters.values())
-    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional), varargs
+def validate_fn_tensors_pair(value: Any, field: str, cls: str) -> tuple[Callable[..., Any], Any]:
+    """Check a ``(fn, tensors)`` pair as TPUEstimator (and Ascend's adapter) do; return it
+    as a tuple.
 
-
-def validate_fn_tensors_pair(value: Any, field: str, cls: str, arity_check: bool = True) -> tuple[Callable[..., Any], Any]:
-    """Check a ``(fn, tensors)`` pair as TPUEstimator does and return it as a tuple.
+    ``tensors`` is a list/tuple (``fn(*tensors)``) or a dict (``fn(**tensors)``). For a
+    list/tuple, its length must equal the number of named arguments ``fn`` declares
+    (positional and keyword-only, ``self`` not counted), unless ``fn`` takes ``*args``:
+    tf.estimator's rule.
 
     Raises:
-      ValueError: not a tuple/list, not two elements, or tensors not a list/tuple/dict.
+      ValueError: ``value`` is not a tuple/list, does not have two elements, or its
+        tensors are not a list, tuple or dict.
       TypeError: the first element is not callable.
-      RuntimeError: a list/tuple of tensors whose length differs from fn's positional
-        parameters (skipped when fn takes ``*args``), the type TPUEstimator raises.
+      RuntimeError: the number of tensors does not match fn's arguments (TPUEstimator
+        raises RuntimeError here).
     """
     if not isinstance(value, (tuple, list)):
-        raise ValueError(f"{cls}: {field} must be a tuple or list (fn, tensors), got {type(value).__name__}.")
+        raise ValueError(f"{cls}.{field} must be a tuple or list (fn, tensors), got {type_name(value)}.")
     if len(value) != 2:
-        raise ValueError(f"{cls}: {field} must have two elements (fn, tensors), got {len(value)}.")
+        raise ValueError(f"{cls}.{field} must have exactly two elements (fn, tensors), got {len(value)}.")
     fn, tensors = value
     if not callable(fn):
-        raise TypeError(f"{cls}: {field}[0] must be callable, got {type(fn).__name__}.")
+        raise TypeError(f"{cls}.{field}[0] must be callable, got {type_name(fn)}.")
     if not isinstance(tensors, (tuple, list, dict)):
-        raise ValueError(f"{cls}: {field}[1] must be a list, tuple or dict of arrays, got {type(tensors).__name__}.")
-    if arity_check and isinstance(tensors, (tuple, list)):
-        n, varargs = _positional_arity(fn)
-        if not varargs and n != len(tensors):
+        raise ValueError(
+            f"{cls}.{field}[1] must be a list, tuple or dict of arrays, got {type_name(tensors)}."
+        )
+    if isinstance(tensors, (tuple, list)):
+        try:
+            names, varargs = fn_arg_names(fn), takes_varargs(fn)
+        except (TypeError, ValueError):  # no signature (some builtins): cannot check
+            return (fn, tensors)
+        if not varargs and len(names) != len(tensors):
             raise RuntimeError(
-                f"{cls}: {field} passes {len(tensors)} tensors but {field}[0] takes {n} positional arguments."
+                f"{cls}.{field} passes {len(tensors)} tensors, but {field}[0] declares "
+                f"{len(names)} arguments {names}."
             )
     return (fn, tensors)
 

@@ -4,34 +4,103 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxspec.spec.estimator_spec import EstimatorSpec
+from jaxspec.spec._pytree import register_spec_pytree
+from jaxspec.spec.estimator_spec import EstimatorSpec, check_mode_unchanged
 from jaxspec.spec.host_call import validate_fn_tensors_pair
 
 
 class NPUEstimatorSpec(EstimatorSpec):
     """An EstimatorSpec plus ``host_call``, as Ascend's ``NPUEstimatorSpec``.
 
-    ``host_call`` is ``(host_fn, tensors)``, validated like TPUEstimatorSpec's but with
-    no rank rule (each replica's tensors are not concatenated on NPU); it runs once per
-    step in TRAIN and EVAL and is ignored in PREDICT. Unlike the adapter, whose
-    ``_replace`` drops ``host_call``, ``_replace`` here keeps it.
+    ``host_call`` is ``(host_fn, tensors)``, validated as the adapter does (the rules of
+    TPUEstimatorSpec's host_call, with the same exception types) but with no rank rule:
+    the adapter sends each tensor as it is. It runs once per step in TRAIN and EVAL, on
+    the host, with that step's tensors as numpy arrays, in step order; it is ignored in
+    PREDICT. Differences from the adapter: ``_replace`` keeps ``host_call`` (the
+    adapter's ``_replace`` returns a plain EstimatorSpec and loses it) and returns an
+    NPUEstimatorSpec; ``host_call`` is also readable as ``spec.host_call`` (the adapter
+    only has ``spec._host_call``). Immutable, like the other specs.
+
+    Args:
+      mode ... prediction_hooks: as EstimatorSpec (same order, so positional calls
+        written for the adapter work).
+      host_call: ``(host_fn, tensors)``, tensors a list/tuple (``host_fn(*tensors)``)
+        or a dict (``host_fn(**tensors)``) of arrays.
 
     Raises:
-      As EstimatorSpec, and as TPUEstimatorSpec for a malformed ``host_call``.
+      ValueError: host_call is not a tuple/list of two, or its tensors are not a list,
+        tuple or dict; or as EstimatorSpec.
+      TypeError: host_call[0] is not callable; or as EstimatorSpec.
+      RuntimeError: the number of tensors does not match host_fn's arguments.
     """
 
-    def __new__(cls, mode: str, *args: Any, host_call: Any = None, **kwargs: Any) -> NPUEstimatorSpec:
+    def __new__(
+        cls,
+        mode: str | None,
+        predictions: Any = None,
+        loss: Any = None,
+        train_op: Any = None,
+        eval_metric_ops: Any = None,
+        export_outputs: Any = None,
+        training_chief_hooks: Any = None,
+        training_hooks: Any = None,
+        scaffold: Any = None,
+        evaluation_hooks: Any = None,
+        prediction_hooks: Any = None,
+        host_call: Any = None,
+    ) -> NPUEstimatorSpec:
         if host_call is not None:
             host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
-        spec = super().__new__(cls, mode, *args, **kwargs)
-        spec.__dict__["host_call"] = host_call
+        spec = super().__new__(
+            cls, mode, predictions, loss, train_op, eval_metric_ops, export_outputs,
+            training_chief_hooks, training_hooks, scaffold, evaluation_hooks, prediction_hooks,
+        )
+        object.__setattr__(spec, "_host_call", host_call)
         return spec
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use _replace({name}=...).")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable.")
+
+    @property
+    def host_call(self) -> tuple[Any, Any] | None:
+        """The validated ``(host_fn, tensors)`` pair, or None."""
+        return self.__dict__.get("_host_call")
+
+    def _extra_fields(self) -> dict[str, Any]:
+        return {"host_call": self.host_call}
+
     def _replace(self, **kwds: Any) -> NPUEstimatorSpec:
-        """Return a copy with fields replaced; keeps ``host_call`` unless replaced."""
-        kwds.setdefault("host_call", self.__dict__.get("host_call"))
-        if "mode" in kwds and kwds["mode"] != self.mode:
-            raise ValueError(f"{type(self).__name__}: mode is fixed once the spec is built.")
+        """A copy with fields replaced and validated again; keeps ``host_call`` unless it
+        is replaced.
+
+        Raises:
+          ValueError: ``mode`` would change; or as the constructor.
+        """
+        check_mode_unchanged(self, kwds)
         fields = self._asdict()
+        fields["host_call"] = self.host_call
         fields.update(kwds)
         return type(self)(**fields)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), tuple(self), self.host_call))
+
+
+def _rebuild(cls: type, values: tuple[Any, ...], host_call: Any) -> NPUEstimatorSpec:
+    """Rebuild an NPUEstimatorSpec without validation (pickling, pytree unflattening)."""
+    spec = tuple.__new__(cls, values)
+    object.__setattr__(spec, "_host_call", host_call)
+    return spec
+
+
+def _build(cls: type, fields: dict[str, Any]) -> NPUEstimatorSpec:
+    host_call = fields.pop("host_call")
+    return _rebuild(cls, tuple(fields[f] for f in cls._fields), host_call)
+
+
+register_spec_pytree(
+    NPUEstimatorSpec, ("predictions", "loss", "train_op", "eval_metric_ops"), ("host_call",), build=_build
+)

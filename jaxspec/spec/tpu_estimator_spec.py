@@ -5,13 +5,16 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from jaxspec._checks import type_name
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec._pytree import register_spec_pytree
 from jaxspec.spec.estimator_spec import (
     EstimatorSpec,
     check_export_outputs,
     check_hooks,
     check_loss,
     check_mode,
+    check_mode_unchanged,
     check_predictions,
     check_train_op,
 )
@@ -38,33 +41,41 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
 
     On the mesh (``use_tpu=True``) model_fn runs once per replica. ``eval_metrics`` and
     ``host_call`` are ``(fn, tensors)`` pairs: each tensor is gathered from all replicas
-    (concatenated on axis 0, replica 0 first, so each needs rank >= 1) and ``fn`` is
-    called with them, ``*tensors`` for a list/tuple and ``**tensors`` for a dict.
-    ``metric_fn`` returns a dict of metric states and runs inside the compiled eval step;
-    ``host_fn`` runs on the host once per step, in step order, with numpy arrays (its
-    return value is ignored). JAX difference: ``train_op`` is the new state pytree, and
-    ``scaffold_fn`` returns a ``jaxspec.Scaffold``.
+    (concatenated on axis 0, replica 0 first, so on the mesh each needs rank >= 1; a
+    scalar is a ValueError when the step is traced) and ``fn`` is called with them,
+    ``*tensors`` for a list/tuple and ``**tensors`` for a dict. ``metric_fn`` returns a
+    dict of metric states and runs inside the compiled eval step; ``host_fn`` runs on the
+    host once per step of TRAIN and EVAL, in step order, with numpy arrays (its return
+    value is ignored; TPUEstimator also ran it in PREDICT, jaxspec does not). JAX
+    differences: ``train_op`` is the new state pytree, and ``scaffold_fn`` returns a
+    ``jaxspec.Scaffold``.
 
     Args:
-      mode: a ModeKeys value.
-      predictions: array ``[batch, ...]`` or dict of arrays (required in PREDICT).
-      loss: float scalar or shape ``[1]`` (required in TRAIN and EVAL).
+      mode: a ModeKeys value (or None, which skips the per-mode requirements).
+      predictions: array ``[batch, ...]`` or dict of arrays (required in PREDICT;
+        TPUEstimator on the mesh needs a dict).
+      loss: numeric array with one element, stored as ``[]`` (required in TRAIN, EVAL).
       train_op: the new state pytree (required in TRAIN).
       eval_metrics: ``(metric_fn, tensors)``.
-      export_outputs: dict of str to ExportOutput (PREDICT).
-      scaffold_fn: ``() -> Scaffold``.
+      export_outputs: dict of name to ExportOutput (checked and defaulted in PREDICT).
+      scaffold_fn: ``() -> Scaffold``, called by the Estimator (or ``scaffold()``).
       host_call: ``(host_fn, tensors)``.
       training_hooks, evaluation_hooks, prediction_hooks: SessionRunHooks.
 
     Raises:
-      ValueError / TypeError / RuntimeError: as TPUEstimator for a malformed
-        ``eval_metrics``/``host_call`` (see ``validate_fn_tensors_pair``); as
-        EstimatorSpec for a missing or malformed loss, train_op or predictions.
+      ValueError / TypeError / RuntimeError: for a malformed ``eval_metrics`` or
+        ``host_call``, the types TPUEstimator raises (see ``validate_fn_tensors_pair``);
+        otherwise as EstimatorSpec (missing or malformed loss, train_op, predictions,
+        hooks, export_outputs).
+      TypeError: ``scaffold_fn`` is not callable (TPUEstimator finds out only when it
+        calls it).
     """
+
+    __slots__ = ()
 
     def __new__(
         cls,
-        mode: str,
+        mode: str | None,
         predictions: Any = None,
         loss: Any = None,
         train_op: Any = None,
@@ -77,13 +88,20 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
         prediction_hooks: Any = None,
     ) -> TPUEstimatorSpec:
         name = cls.__name__
-        mode = check_mode(mode)
+        mode = check_mode(mode, name)
         if eval_metrics is not None:
             eval_metrics = validate_fn_tensors_pair(eval_metrics, "eval_metrics", name)
         if host_call is not None:
             host_call = validate_fn_tensors_pair(host_call, "host_call", name)
+        hooks = {
+            field: check_hooks(value, field, name)
+            for field, value in (("training_hooks", training_hooks), ("evaluation_hooks", evaluation_hooks),
+                                 ("prediction_hooks", prediction_hooks))
+        }
         if scaffold_fn is not None and not callable(scaffold_fn):
-            raise TypeError(f"{name}: scaffold_fn must be callable, got {type(scaffold_fn).__name__}.")
+            raise TypeError(f"{name}: scaffold_fn must be callable, got {type_name(scaffold_fn)}.")
+        train_op = check_train_op(train_op, mode, name)
+        loss = check_loss(loss, mode, name)
         predictions = check_predictions(predictions, mode, name)
         if mode == ModeKeys.PREDICT:
             export_outputs = check_export_outputs(export_outputs, predictions, name)
@@ -91,21 +109,25 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
             cls,
             mode=mode,
             predictions=predictions,
-            loss=check_loss(loss, mode, name),
-            train_op=check_train_op(train_op, mode, name),
+            loss=loss,
+            train_op=train_op,
             eval_metrics=eval_metrics,
             export_outputs=export_outputs,
             scaffold_fn=scaffold_fn,
             host_call=host_call,
-            training_hooks=check_hooks(training_hooks, "training_hooks", name),
-            evaluation_hooks=check_hooks(evaluation_hooks, "evaluation_hooks", name),
-            prediction_hooks=check_hooks(prediction_hooks, "prediction_hooks", name),
+            **hooks,
         )
 
     def _replace(self, **kwds: Any) -> TPUEstimatorSpec:
-        """Return a copy with fields replaced; re-validated; ``mode`` cannot change."""
-        if "mode" in kwds and kwds["mode"] != self.mode:
-            raise ValueError(f"{type(self).__name__}: mode is fixed once the spec is built.")
+        """A copy with fields replaced, validated again; ``mode`` cannot change.
+
+        (TPUEstimator's own ``_replace`` neither re-validates nor protects ``mode``;
+        jaxspec treats all three spec classes alike.)
+
+        Raises:
+          ValueError / TypeError / RuntimeError: as the constructor, or a mode change.
+        """
+        check_mode_unchanged(self, kwds)
         fields = self._asdict()
         fields.update(kwds)
         return type(self)(**fields)
@@ -114,7 +136,7 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
         """Call ``scaffold_fn`` (a default Scaffold when there is none).
 
         Raises:
-          ValueError: scaffold_fn returned None.
+          ValueError: scaffold_fn returned None (as TPUEstimator).
           TypeError: scaffold_fn returned something other than a Scaffold.
         """
         if self.scaffold_fn is None:
@@ -123,21 +145,27 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
         if scaffold is None:
             raise ValueError(f"{type(self).__name__}: scaffold_fn returned None; it must return a Scaffold.")
         if not isinstance(scaffold, Scaffold):
-            raise TypeError(f"{type(self).__name__}: scaffold_fn must return a Scaffold, got {type(scaffold).__name__}.")
+            raise TypeError(
+                f"{type(self).__name__}: scaffold_fn must return a jaxspec.Scaffold, got {type_name(scaffold)}."
+            )
         return scaffold
 
     def as_estimator_spec(self) -> EstimatorSpec:
         """The EstimatorSpec TPUEstimator uses off the mesh (``use_tpu=False``).
 
-        ``eval_metric_ops`` is ``metric_fn(*tensors)``; ``host_call`` becomes a hook that
-        calls ``host_fn`` once per step on the host; the scaffold comes from scaffold_fn.
+        ``eval_metric_ops`` is ``metric_fn`` applied to the tensors (only computed when
+        ``mode`` is not TRAIN or PREDICT, where it would be ignored); ``host_call``
+        becomes a hook in all three hook lists, so the engine calls ``host_fn`` once per
+        step; the scaffold comes from ``scaffold_fn``. As TPUEstimator on CPU.
+
+        Raises:
+          ValueError / TypeError: as ``scaffold()``, or as EstimatorSpec for the result
+            of metric_fn.
         """
         eval_metric_ops = None
-        if self.eval_metrics is not None and self.mode == ModeKeys.EVAL:
+        if self.eval_metrics is not None and self.mode not in (ModeKeys.TRAIN, ModeKeys.PREDICT):
             eval_metric_ops = call_with_tensors(*self.eval_metrics)
-        host_hooks: tuple[HostCallHook, ...] = ()
-        if self.host_call is not None and self.mode != ModeKeys.PREDICT:
-            host_hooks = (HostCallHook(self.host_call),)
+        host_hooks = () if self.host_call is None else (HostCallHook(self.host_call),)
         return EstimatorSpec(
             mode=self.mode,
             predictions=self.predictions,
@@ -146,10 +174,12 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
             eval_metric_ops=eval_metric_ops,
             export_outputs=self.export_outputs,
             scaffold=self.scaffold(),
-            training_hooks=tuple(self.training_hooks) + (host_hooks if self.mode == ModeKeys.TRAIN else ()),
-            evaluation_hooks=tuple(self.evaluation_hooks) + (host_hooks if self.mode == ModeKeys.EVAL else ()),
-            prediction_hooks=self.prediction_hooks,
+            training_hooks=self.training_hooks + host_hooks,
+            evaluation_hooks=self.evaluation_hooks + host_hooks,
+            prediction_hooks=self.prediction_hooks + host_hooks,
         )
 
+
+register_spec_pytree(TPUEstimatorSpec, ("predictions", "loss", "train_op"), ("eval_metrics", "host_call"))
 
 __all__ = ["TPUEstimatorSpec"]
