@@ -1,14 +1,37 @@
-"""RunConfig, TPUConfig and InputPipelineConfig (tf.estimator / tf.estimator.tpu names)."""
+"""RunConfig, TPUConfig and InputPipelineConfig (tf.estimator / tf.estimator.tpu names).
+
+Fields, defaults and validation follow ``tf.estimator.RunConfig``,
+``tf.estimator.tpu.RunConfig`` (merged into RunConfig: ``tpu_config``, ``master``,
+``evaluation_master``, ``cluster``) and ``tf.estimator.tpu.TPUConfig``; the exception
+types are TensorFlow's, the messages jaxspec's.
+"""
 
 from __future__ import annotations
 
+import collections
 import copy
 import enum
 import logging
-from typing import Any
+import numbers
+import os
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-_USE_DEFAULT = object()
+from jaxspec._checks import check_positive_int, fn_arg_names, is_int, type_name
+
+_USE_DEFAULT: Any = object()
 _log = logging.getLogger("jaxspec")
+
+#: The RunConfig fields ``replace()`` may change (tf.estimator's list, plus tpu_config).
+REPLACEABLE_FIELDS = (
+    "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
+    "save_checkpoints_secs", "session_config", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
+    "log_step_count_steps", "train_distribute", "device_fn", "protocol", "eval_distribute",
+    "experimental_distribute", "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
+    "checkpoint_save_graph_def", "tpu_config",
+)
+_OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
 
 class InputPipelineConfig(enum.IntEnum):
@@ -18,8 +41,9 @@ class InputPipelineConfig(enum.IntEnum):
     number of hosts, and each host batch is split across its local replicas.
     PER_HOST_V2: once per host; ``params['batch_size']`` is the per-replica batch, and the
     host takes one batch per local replica each step.
-    PER_SHARD_V1 and BROADCAST are accepted; they are built in a later version and raise
-    NotImplementedError when used.
+    PER_SHARD_V1 (``per_host_input_for_training=False``), BROADCAST and SLICED are valid
+    configuration values; TPUEstimator raises NotImplementedError for the modes its input
+    pipeline does not build yet.
     """
 
     PER_SHARD_V1 = 1
@@ -29,152 +53,309 @@ class InputPipelineConfig(enum.IntEnum):
     SLICED = 5
 
 
-class TPUConfig:
-    """Mesh and loop settings of TPUEstimator (``tf.estimator.tpu.TPUConfig``).
+class IterationsPerLoopCounter(NamedTuple):
+    """A parsed ``iterations_per_loop``: ``value`` steps (unit ``'count'``) or ``value``
+    seconds (unit ``'seconds'``)."""
 
-    Args:
-      iterations_per_loop: steps run in one compiled ``lax.scan`` (one dispatch) per loop;
-        hooks, host-side logging and checkpoints happen between loops. Positive int.
-      num_shards: number of replicas; None means every device of every process.
-      num_cores_per_replica: model parallelism; only None/1 is supported (ValueError).
-      per_host_input_for_training: True or PER_HOST_V1 (TF's default), PER_HOST_V2,
-        False or PER_SHARD_V1, BROADCAST.
-      eval_training_input_configuration: accepted; eval and predict use the same
-        pipeline mode as training here.
-      Other TF arguments (tpu_job_name, initial_infeed_sleep_secs, input_partition_dims,
-      experimental_host_call_every_n_steps) are accepted and stored.
+    value: int
+    unit: str
+
+
+_ITERATIONS_RE = re.compile(r"^(?P<value>[1-9]\d*)(?P<suffix>[smh]?)$")
+
+
+def parse_iterations_per_loop(iterations_per_loop: Any) -> IterationsPerLoopCounter:
+    """Parse ``iterations_per_loop``: a positive int (a step count) or a string
+    ``'<N>s'``, ``'<N>m'``, ``'<N>h'`` (a duration, returned in seconds), as TF does.
 
     Raises:
-      ValueError: iterations_per_loop or num_shards is not a positive int.
+      ValueError: anything else (0, negatives, ``'-1h'``, floats, booleans); the
+        message names iterations_per_loop.
+    """
+    text = str(iterations_per_loop)
+    match = None if isinstance(iterations_per_loop, bool) else _ITERATIONS_RE.match(text)
+    if match is None:
+        raise ValueError(
+            "iterations_per_loop must be a positive integer step count or a positive duration "
+            f"'<N>s', '<N>m' or '<N>h'; got {iterations_per_loop!r}."
+        )
+    value = int(match.group("value"))
+    suffix = match.group("suffix")
+    if not suffix:
+        return IterationsPerLoopCounter(value, "count")
+    return IterationsPerLoopCounter(value * {"s": 1, "m": 60, "h": 3600}[suffix], "seconds")
+
+
+def iterations_per_loop_count(tpu_config: TPUConfig) -> int:
+    """Steps per compiled loop for ``tpu_config``.
+
+    A count is used as given. A duration (``'300s'``) asks TPUEstimator to size each loop
+    by time; jaxspec does not size loops by time yet, so it runs one step per loop and
+    logs a warning once per config.
+    """
+    parsed = tpu_config.parsed_iterations_per_loop
+    if parsed.unit == "count":
+        return parsed.value
+    if id(tpu_config) not in _WARNED_DURATION:
+        _WARNED_DURATION.add(id(tpu_config))
+        _log.warning(
+            "iterations_per_loop=%r is a duration; jaxspec does not size loops by time yet and runs "
+            "one step per loop.", tpu_config.iterations_per_loop,
+        )
+    return 1
+
+
+_WARNED_DURATION: set[int] = set()
+
+
+_TPU_FIELDS = [
+    "iterations_per_loop", "num_shards", "num_cores_per_replica", "per_host_input_for_training",
+    "tpu_job_name", "initial_infeed_sleep_secs", "input_partition_dims", "eval_training_input_configuration",
+    "experimental_host_call_every_n_steps", "experimental_allow_per_host_v2_parallel_get_next",
+    "experimental_feed_hook",
+]
+_CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _pipeline(value: Any) -> InputPipelineConfig:
+    if value is True:
+        return InputPipelineConfig.PER_HOST_V1
+    if value is False:
+        return InputPipelineConfig.PER_SHARD_V1
+    try:
+        return InputPipelineConfig(value)
+    except ValueError:
+        raise ValueError(
+            "TPUConfig: per_host_input_for_training must be True, False or an InputPipelineConfig "
+            f"value {[m.name for m in InputPipelineConfig]}, got {value!r}."
+        ) from None
+
+
+class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
+    """Mesh and loop settings of TPUEstimator (``tf.estimator.tpu.TPUConfig``), an
+    immutable namedtuple as in TF.
+
+    Args:
+      iterations_per_loop: steps run in one compiled ``lax.scan`` (one dispatch) per
+        loop; a positive int, or a duration ``'300s'``/``'1m'``/``'1h'`` (kept as given;
+        see ``parsed_iterations_per_loop``). Default 2.
+      num_shards: number of replicas; None means every device of every process.
+      num_cores_per_replica: model parallelism: None or a power of two up to 128 (TPUEstimator
+        runs only 1 and raises NotImplementedError for more).
+      per_host_input_for_training: True (PER_HOST_V1, TF's default), False (PER_SHARD_V1)
+        or an InputPipelineConfig value; stored as an InputPipelineConfig.
+      tpu_job_name, initial_infeed_sleep_secs (positive int if set), input_partition_dims
+        (one or two entries, PER_HOST_V2 and num_cores_per_replica required),
+        eval_training_input_configuration (PER_HOST_V1 or SLICED),
+        experimental_host_call_every_n_steps (positive int),
+        experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook:
+        validated as TF does and stored.
+
+    Raises:
+      ValueError: iterations_per_loop is not a positive count or duration;
+        num_shards <= 0; num_cores_per_replica not a power of two in [1, 128];
+        input_partition_dims or eval_training_input_configuration invalid.
+      TypeError: num_shards, initial_infeed_sleep_secs or
+        experimental_host_call_every_n_steps is not an int.
     """
 
-    def __init__(
-        self,
-        iterations_per_loop: int = 2,
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        iterations_per_loop: int | str = 2,
         num_shards: int | None = None,
         num_cores_per_replica: int | None = None,
         per_host_input_for_training: Any = True,
         tpu_job_name: str | None = None,
-        initial_infeed_sleep_secs: float | None = None,
+        initial_infeed_sleep_secs: int | None = None,
         input_partition_dims: Any = None,
         eval_training_input_configuration: Any = InputPipelineConfig.PER_HOST_V1,
         experimental_host_call_every_n_steps: int = 1,
-    ) -> None:
-        if not isinstance(iterations_per_loop, int) or iterations_per_loop <= 0:
-            raise ValueError(f"TPUConfig: iterations_per_loop must be a positive int, got {iterations_per_loop!r}.")
-        if num_shards is not None and (not isinstance(num_shards, int) or num_shards <= 0):
-            raise ValueError(f"TPUConfig: num_shards must be a positive int or None, got {num_shards!r}.")
-        if num_cores_per_replica not in (None, 1):
-            raise ValueError("TPUConfig: num_cores_per_replica > 1 (model parallelism) is not supported.")
-        self.iterations_per_loop = iterations_per_loop
-        self.num_shards = num_shards
-        self.num_cores_per_replica = num_cores_per_replica
-        self.per_host_input_for_training = per_host_input_for_training
-        self.tpu_job_name = tpu_job_name
-        self.initial_infeed_sleep_secs = initial_infeed_sleep_secs
-        self.input_partition_dims = input_partition_dims
-        self.eval_training_input_configuration = eval_training_input_configuration
-        self.experimental_host_call_every_n_steps = experimental_host_call_every_n_steps
+        experimental_allow_per_host_v2_parallel_get_next: bool = False,
+        experimental_feed_hook: Any = None,
+    ) -> TPUConfig:
+        parse_iterations_per_loop(iterations_per_loop)
+        if num_shards is not None:
+            check_positive_int(num_shards, "TPUConfig.num_shards")
+        pipeline = _pipeline(per_host_input_for_training)
+        if input_partition_dims is not None:
+            if len(input_partition_dims) not in (1, 2):
+                raise ValueError(
+                    f"TPUConfig: input_partition_dims must have one or two entries, got {len(input_partition_dims)}."
+                )
+            if pipeline is not InputPipelineConfig.PER_HOST_V2:
+                raise ValueError("TPUConfig: input_partition_dims needs per_host_input_for_training=PER_HOST_V2.")
+            if num_cores_per_replica is None:
+                raise ValueError("TPUConfig: input_partition_dims needs num_cores_per_replica to be set.")
+        if num_cores_per_replica is not None and num_cores_per_replica not in _CORES_PER_REPLICA:
+            raise ValueError(
+                f"TPUConfig: num_cores_per_replica must be one of {list(_CORES_PER_REPLICA)}, "
+                f"got {num_cores_per_replica!r}."
+            )
+        if eval_training_input_configuration not in (InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.SLICED):
+            raise ValueError(
+                "TPUConfig: eval_training_input_configuration must be PER_HOST_V1 or SLICED, "
+                f"got {eval_training_input_configuration!r}."
+            )
+        if initial_infeed_sleep_secs:
+            check_positive_int(initial_infeed_sleep_secs, "TPUConfig.initial_infeed_sleep_secs")
+        check_positive_int(experimental_host_call_every_n_steps, "TPUConfig.experimental_host_call_every_n_steps")
+        return super().__new__(
+            cls, iterations_per_loop, num_shards, num_cores_per_replica, pipeline, tpu_job_name,
+            initial_infeed_sleep_secs, input_partition_dims, InputPipelineConfig(eval_training_input_configuration),
+            experimental_host_call_every_n_steps, experimental_allow_per_host_v2_parallel_get_next,
+            experimental_feed_hook,
+        )
 
     @property
     def input_pipeline(self) -> InputPipelineConfig:
         """``per_host_input_for_training`` as an InputPipelineConfig value."""
-        value = self.per_host_input_for_training
-        if value is True:
-            return InputPipelineConfig.PER_HOST_V1
-        if value is False:
-            return InputPipelineConfig.PER_SHARD_V1
-        return InputPipelineConfig(value)
+        return self.per_host_input_for_training
+
+    @property
+    def parsed_iterations_per_loop(self) -> IterationsPerLoopCounter:
+        """``iterations_per_loop`` parsed: ``(N, 'count')`` or ``(seconds, 'seconds')``."""
+        return parse_iterations_per_loop(self.iterations_per_loop)
+
+
+def _check_number(name: str, value: Any, ok: Callable[[Any], bool], rule: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"RunConfig: {name} must be a number, got {type_name(value)} ({value!r}).")
+    if not ok(value):
+        raise ValueError(f"RunConfig: {name} must be {rule}, got {value!r}.")
+
+
+def _validate(config: RunConfig) -> None:
+    """tf.estimator's ``_validate_properties``: each field's rule, None always allowed."""
+    if config.model_dir is not None and (not isinstance(config.model_dir, str) or not config.model_dir):
+        raise ValueError(f"RunConfig: model_dir must be a non-empty path, got {config.model_dir!r}.")
+    for name, ok, rule in (
+        ("save_summary_steps", lambda v: v >= 0, ">= 0"),
+        ("save_checkpoints_steps", lambda v: v >= 0, ">= 0"),
+        ("save_checkpoints_secs", lambda v: v >= 0, ">= 0"),
+        ("keep_checkpoint_max", lambda v: v >= 0, ">= 0"),
+        ("keep_checkpoint_every_n_hours", lambda v: v > 0, "> 0"),
+        ("log_step_count_steps", lambda v: v > 0, "> 0 (None turns step logging off)"),
+        ("session_creation_timeout_secs", lambda v: v > 0, "> 0"),
+    ):
+        _check_number(name, getattr(config, name), ok, rule)
+    for name in ("tf_random_seed", "experimental_max_worker_delay_secs"):
+        value = getattr(config, name)
+        if value is not None and not is_int(value):
+            raise ValueError(f"RunConfig: {name} must be an integer, got {value!r}.")
+    device_fn = config.device_fn
+    if device_fn is not None and (not callable(device_fn) or set(fn_arg_names(device_fn)) != {"op"}):
+        raise ValueError("RunConfig: device_fn must be callable with exactly one argument, 'op'.")
+    if config.protocol not in (None, "grpc", "grpc+verbs"):
+        raise ValueError(f"RunConfig: protocol must be None, 'grpc' or 'grpc+verbs', got {config.protocol!r}.")
+    if config.tpu_config is not None and not isinstance(config.tpu_config, TPUConfig):
+        raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
 
 
 class RunConfig:
     """Where and how an Estimator runs (``tf.estimator.RunConfig`` and
-    ``tf.estimator.tpu.RunConfig``, which adds ``tpu_config``).
+    ``tf.estimator.tpu.RunConfig``). Fields are read-only properties; ``replace()``
+    returns a changed copy, as in TF.
 
     Args:
-      model_dir: directory for checkpoints, event files and exports (str or None).
+      model_dir: directory (str or path-like) for checkpoints, event files and exports;
+        None lets the Estimator choose (an empty string is a ValueError, as in TF).
       tf_random_seed: int seed of the ``rng`` key passed to model_fn/init_fn (0 if None).
-      save_summary_steps: steps between ``loss``/``global_step/sec`` summaries (100).
+      save_summary_steps: steps between ``loss`` summaries (100); 0 or None: none.
       save_checkpoints_steps / save_checkpoints_secs: at most one may be set; with
-        neither, a checkpoint every 600 seconds (TF's default). None/None disables
-        periodic saves (the final step is always saved).
+        neither given, a checkpoint every 600 seconds (TF's default); both given as None
+        turns periodic saves off (the final step is always saved).
       keep_checkpoint_max: checkpoints kept (5); None or 0 keeps all.
-      keep_checkpoint_every_n_hours: also keep one checkpoint per this many hours.
-      log_step_count_steps: steps between ``loss = ..., step = ...`` log lines (100).
-      tpu_config: a TPUConfig (TPUEstimator; a default one when None).
-      Other TF arguments (session_config, train_distribute, device_fn, protocol,
-      eval_distribute, experimental_distribute, experimental_max_worker_delay_secs,
-      session_creation_timeout_secs, checkpoint_save_graph_def, master,
-      evaluation_master, cluster) are accepted and stored; JAX has no use for them.
+      keep_checkpoint_every_n_hours: also keep one checkpoint per this many hours (10000).
+      log_step_count_steps: steps between ``loss = ..., step = ...`` log lines (100);
+        None turns them off.
+      session_creation_timeout_secs: > 0 (7200); stored.
+      device_fn: None or a callable of one argument ``op``; stored (JAX places arrays
+        itself).
+      protocol: None, ``'grpc'`` or ``'grpc+verbs'``; stored.
+      tpu_config: a TPUConfig (a default one when None).
+      master / evaluation_master / cluster: stored (evaluation_master defaults to master);
+        master and cluster may not both be set.
+      session_config, train_distribute, eval_distribute, experimental_distribute,
+      experimental_max_worker_delay_secs (int), checkpoint_save_graph_def: stored; JAX has
+      no use for them.
 
     Raises:
-      ValueError: both save_checkpoints_steps and save_checkpoints_secs are set, or a
-        step/second count is negative.
-      TypeError: tpu_config is not a TPUConfig.
+      ValueError: both checkpoint intervals set; a field breaks its rule (negative
+        counts, ``keep_checkpoint_every_n_hours <= 0``, ``log_step_count_steps <= 0``,
+        a non-integer seed, an empty model_dir, master and cluster both set, ...).
+      TypeError: a count that is not a number; tpu_config that is not a TPUConfig.
     """
 
     def __init__(
         self,
-        model_dir: str | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
         tf_random_seed: int | None = None,
-        save_summary_steps: int = 100,
+        save_summary_steps: int | None = 100,
         save_checkpoints_steps: Any = _USE_DEFAULT,
         save_checkpoints_secs: Any = _USE_DEFAULT,
         session_config: Any = None,
         keep_checkpoint_max: int | None = 5,
         keep_checkpoint_every_n_hours: float = 10000,
-        log_step_count_steps: int = 100,
+        log_step_count_steps: int | None = 100,
         train_distribute: Any = None,
         device_fn: Any = None,
-        protocol: Any = None,
+        protocol: str | None = None,
         eval_distribute: Any = None,
         experimental_distribute: Any = None,
-        experimental_max_worker_delay_secs: Any = None,
+        experimental_max_worker_delay_secs: int | None = None,
         session_creation_timeout_secs: int = 7200,
         checkpoint_save_graph_def: bool = True,
         tpu_config: TPUConfig | None = None,
-        evaluation_master: Any = None,
-        master: Any = None,
+        evaluation_master: str | None = None,
+        master: str | None = None,
         cluster: Any = None,
     ) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
-        else:
-            save_checkpoints_steps = None if save_checkpoints_steps is _USE_DEFAULT else save_checkpoints_steps
-            save_checkpoints_secs = None if save_checkpoints_secs is _USE_DEFAULT else save_checkpoints_secs
-        if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
-            raise ValueError("RunConfig: set save_checkpoints_steps or save_checkpoints_secs, not both.")
-        for field, value in (
-            ("save_checkpoints_steps", save_checkpoints_steps),
-            ("save_checkpoints_secs", save_checkpoints_secs),
-            ("save_summary_steps", save_summary_steps),
-            ("log_step_count_steps", log_step_count_steps),
-        ):
-            if value is not None and value < 0:
-                raise ValueError(f"RunConfig: {field} must be >= 0, got {value!r}.")
-        if tpu_config is not None and not isinstance(tpu_config, TPUConfig):
-            raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type(tpu_config).__name__}.")
-        self.model_dir = model_dir or None
-        self.tf_random_seed = tf_random_seed
-        self.save_summary_steps = save_summary_steps
-        self.save_checkpoints_steps = save_checkpoints_steps
-        self.save_checkpoints_secs = save_checkpoints_secs
-        self.session_config = session_config
-        self.keep_checkpoint_max = keep_checkpoint_max
-        self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
-        self.log_step_count_steps = log_step_count_steps
-        self.train_distribute = train_distribute
-        self.device_fn = device_fn
-        self.protocol = protocol
-        self.eval_distribute = eval_distribute
-        self.experimental_distribute = experimental_distribute
-        self.experimental_max_worker_delay_secs = experimental_max_worker_delay_secs
-        self.session_creation_timeout_secs = session_creation_timeout_secs
-        self.checkpoint_save_graph_def = checkpoint_save_graph_def
-        self.tpu_config = tpu_config or TPUConfig()
-        self.evaluation_master = evaluation_master
-        self.master = master
-        self.cluster = cluster
+        elif save_checkpoints_secs is _USE_DEFAULT:
+            save_checkpoints_secs = None
+        elif save_checkpoints_steps is _USE_DEFAULT:
+            save_checkpoints_steps = None
+        elif save_checkpoints_steps is not None and save_checkpoints_secs is not None:
+            raise ValueError(
+                "RunConfig: save_checkpoints_steps and save_checkpoints_secs cannot both be set; "
+                f"got {save_checkpoints_steps!r} and {save_checkpoints_secs!r}."
+            )
+        if master is not None and cluster is not None:
+            raise ValueError("RunConfig: master and cluster cannot both be set.")
+        if master is None and cluster is not None and callable(getattr(cluster, "master", None)):
+            master = cluster.master()
+        values = dict(
+            model_dir=os.fspath(model_dir) if model_dir is not None else None,
+            tf_random_seed=tf_random_seed, save_summary_steps=save_summary_steps,
+            save_checkpoints_steps=save_checkpoints_steps, save_checkpoints_secs=save_checkpoints_secs,
+            session_config=session_config, keep_checkpoint_max=keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours, log_step_count_steps=log_step_count_steps,
+            train_distribute=train_distribute, device_fn=device_fn, protocol=protocol,
+            eval_distribute=eval_distribute, experimental_distribute=experimental_distribute,
+            experimental_max_worker_delay_secs=experimental_max_worker_delay_secs,
+            session_creation_timeout_secs=session_creation_timeout_secs,
+            checkpoint_save_graph_def=checkpoint_save_graph_def,
+            tpu_config=TPUConfig() if tpu_config is None else tpu_config,
+            evaluation_master=evaluation_master if evaluation_master is not None else master,
+            master=master, cluster=cluster,
+        )
+        for key, value in values.items():
+            object.__setattr__(self, "_" + key, value)
+        _validate(self)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.lstrip("_") in REPLACEABLE_FIELDS + _OTHER_FIELDS:
+            raise AttributeError(f"RunConfig.{name.lstrip('_')} is read-only; use config.replace({name}=...).")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in REPLACEABLE_FIELDS[:9])
+        return f"{type(self).__name__}({shown}, ...)"
 
     @property
     def is_chief(self) -> bool:
@@ -190,22 +371,76 @@ class RunConfig:
 
         return jax.process_count()
 
+    @property
+    def num_ps_replicas(self) -> int:
+        """0: JAX has no parameter servers."""
+        return 0
+
+    @property
+    def task_type(self) -> str:
+        """``'chief'`` on process 0, ``'worker'`` on the others."""
+        return "chief" if self.is_chief else "worker"
+
+    @property
+    def task_id(self) -> int:
+        """This JAX process's index."""
+        import jax
+
+        return jax.process_index()
+
+    @property
+    def global_id_in_cluster(self) -> int:
+        """This JAX process's index (processes are the cluster's tasks)."""
+        return self.task_id
+
+    @property
+    def service(self) -> None:
+        """None (TF_CONFIG's service entry is not read)."""
+        return None
+
+    @property
+    def cluster_spec(self) -> dict[str, Any]:
+        """An empty dict: JAX's processes are found by ``jax.distributed``, not a spec."""
+        return {}
+
     def replace(self, **kwargs: Any) -> RunConfig:
-        """A copy with the given fields replaced (``RunConfig.replace``).
+        """A copy with the given fields replaced (``RunConfig.replace``); the copy keeps
+        the class of ``self``. Setting one of save_checkpoints_steps/_secs to a value
+        clears the other, as in TF.
 
         Raises:
-          ValueError: a name is not a RunConfig field.
+          ValueError: a field that ``replace`` may not change (see REPLACEABLE_FIELDS),
+            both checkpoint intervals given, or a value that breaks its rule.
+          TypeError: as the constructor.
         """
+        for key in kwargs:
+            if key not in REPLACEABLE_FIELDS:
+                raise ValueError(
+                    f"RunConfig.replace: {key!r} cannot be replaced; replaceable fields are {REPLACEABLE_FIELDS}."
+                )
         new = copy.copy(self)
         for key, value in kwargs.items():
-            if not hasattr(new, key) or key.startswith("_"):
-                raise ValueError(f"RunConfig.replace: {key!r} is not a RunConfig field.")
-            setattr(new, key, value)
-        if new.save_checkpoints_steps is not None and new.save_checkpoints_secs is not None:
-            if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" not in kwargs:
-                new.save_checkpoints_secs = None
-            elif "save_checkpoints_secs" in kwargs and "save_checkpoints_steps" not in kwargs:
-                new.save_checkpoints_steps = None
-            else:
-                raise ValueError("RunConfig: set save_checkpoints_steps or save_checkpoints_secs, not both.")
+            if key == "model_dir" and value is not None:
+                value = os.fspath(value)
+            object.__setattr__(new, "_" + key, value)
+        steps, secs = new.save_checkpoints_steps, new.save_checkpoints_secs
+        if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" in kwargs:
+            if steps is not None and secs is not None:
+                raise ValueError("RunConfig.replace: save_checkpoints_steps and save_checkpoints_secs are both set.")
+        elif "save_checkpoints_steps" in kwargs and steps is not None:
+            object.__setattr__(new, "_save_checkpoints_secs", None)
+        elif "save_checkpoints_secs" in kwargs and secs is not None:
+            object.__setattr__(new, "_save_checkpoints_steps", None)
+        if new.tpu_config is None:
+            object.__setattr__(new, "_tpu_config", TPUConfig())
+        _validate(new)
         return new
+
+
+def _field_property(name: str) -> property:
+    return property(lambda self: getattr(self, "_" + name), doc=f"The ``{name}`` field (read-only).")
+
+
+for _name in REPLACEABLE_FIELDS + _OTHER_FIELDS:
+    setattr(RunConfig, _name, _field_property(_name))
+del _name
