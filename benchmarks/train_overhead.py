@@ -117,7 +117,7 @@ def run_baseline(fn: Callable[..., Any], state0: Any, xs: np.ndarray, ys: np.nda
 
 
 # -- jaxspec --------------------------------------------------------------------------------
-def model_fn(features: Any, labels: Any, mode: str, state: Any) -> jaxspec.TPUEstimatorSpec:
+def model_fn(features: Any, labels: Any, mode: str, params: Any, state: Any) -> jaxspec.TPUEstimatorSpec:
     loss, grads = jax.value_and_grad(loss_fn)(state.params, features["x"], labels)
     return jaxspec.TPUEstimatorSpec(mode, loss=loss, train_op=state.apply_gradients(grads=grads))
 
