@@ -6,6 +6,7 @@ its SupervisedOutput naming, its event files) or from the data."""
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import types
 from typing import Any
@@ -258,3 +259,30 @@ def test_export_outputs_round_trip_jaxspec_tf() -> None:
         tf_bridge.export_outputs_from_tf({"v": varying})
     with pytest.raises(TypeError, match="jaxspec"):
         tf_bridge.export_outputs_to_tf({"x": tf_heads["reg"]})
+
+
+def test_tpu_estimator_contract(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    records: dict[str, list[Any]] = {"model_fn_params": [], "host_call": [], "input_fn_batch_size": []}
+    fn = models.make_tpu_model_fn(tf_bridge, records)
+    config = tf_bridge.RunConfig(model_dir=str(tmp_path / "tpu"))
+    with pytest.raises(ValueError, match="config"):
+        tf_bridge.TPUEstimator(fn, train_batch_size=4)
+    with pytest.raises(ValueError, match="batch_size"):
+        tf_bridge.TPUEstimator(fn, config=config, params={"batch_size": 4}, train_batch_size=4)
+    with pytest.raises(ValueError, match="train_batch_size"):
+        tf_bridge.TPUEstimator(fn, config=config)  # use_tpu=True (TF's default) needs it
+    with pytest.raises(TypeError, match="train_batch_size"):
+        tf_bridge.TPUEstimator(fn, config=config, train_batch_size=4.0)
+    with caplog.at_level(logging.WARNING, logger="tf_bridge"):
+        est = tf_bridge.TPUEstimator(fn, config=config, train_batch_size=4, predict_batch_size=3)
+    assert "CPU path" in caplog.text
+    with pytest.raises(ValueError, match="params"):
+        est.train(lambda: models.train_input_fn(), steps=1)
+    no_params = tf_bridge.TPUEstimator(lambda features, labels, mode: None, config=config.replace(
+        model_dir=str(tmp_path / "np")), use_tpu=False)
+    with pytest.raises(ValueError, match="params"):
+        no_params.train(models.train_input_fn, steps=1)
+    est.train(models.train_input_fn, steps=1)
+    path = est.export_saved_model(str(tmp_path / "export"), models.serving_input_receiver_fn(tf_bridge))
+    assert records["model_fn_params"] == [("train", 4, False), ("infer", None, False)]  # export: no batch size
+    assert tf.io.gfile.exists(os.path.join(path.decode(), "saved_model.pb"))

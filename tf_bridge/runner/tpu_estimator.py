@@ -98,7 +98,7 @@ class TPUEstimator(Estimator):
         self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                              ModeKeys.PREDICT: predict_batch_size}
         super().__init__(model_fn=model_fn, model_dir=model_dir, config=config.replace(log_step_count_steps=None),
-                         params=params or {}, warm_start_from=warm_start_from)
+                         params=params, warm_start_from=warm_start_from)
 
     def _create_global_step(self, graph: Any) -> Any:
         """A resource int64 ``global_step`` (TPUEstimator's own creation).
