@@ -20,9 +20,31 @@ _log = logging.getLogger("jaxspec")
 _merge = jax.jit(merge_metric_dicts)
 
 
+_MAX_SUMMARY_ELEMENTS = 64  # larger arrays are not written as scalars (TF skips all non-scalars)
+
+
 def _python_value(value: Any) -> Any:
-    arr = np.asarray(value)
-    return arr.item() if arr.ndim == 0 else arr
+    """A metric value for the caller: Python scalars, numpy arrays for vector values;
+    nested dicts/lists/tuples keep their structure."""
+    def leaf(x: Any) -> Any:
+        arr = np.asarray(x)
+        return arr.item() if arr.ndim == 0 else arr
+
+    return jax.tree.map(leaf, value)
+
+
+def _summary_scalars(results: dict[str, Any]) -> dict[str, Any]:
+    """Flatten results into scalar summaries: a nested value's leaves as ``name/key``,
+    the elements of an array of up to 64 numbers as ``name/i`` (flat index)."""
+    flat: dict[str, Any] = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(results)[0]:
+        tag = "/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+        arr = np.asarray(leaf)
+        if arr.size == 1:
+            flat[tag] = arr.reshape(())
+        elif 1 < arr.size <= _MAX_SUMMARY_ELEMENTS:
+            flat.update({f"{tag}/{i}": v for i, v in enumerate(arr.reshape(-1))})
+    return flat
 
 
 def eval_dir(model_dir: str, name: str | None) -> str:
@@ -69,6 +91,6 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
         "Saving dict for global step %d: %s", session.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(est.model_dir, name), session.global_step, results)
-    summaries.close(eval_dir(est.model_dir, name))
+    write_scalars(eval_dir(est.model_dir, name), session.global_step, _summary_scalars(results))
+    summaries.close_all()
     return results

@@ -153,4 +153,4 @@ class _BoundSession:
 def last_step_values(hook_values: Any) -> list[dict[str, np.ndarray]]:
     """Per spec hook, each step tensor's value at the loop's last step on replica 0
     (gathered from every process when the mesh spans several)."""
-    return jax.tree.map(lambda x: x[-1, 0], to_host(hook_values))
+    return to_host(jax.tree.map(lambda x: x[-1, 0], hook_values))

@@ -104,9 +104,10 @@ class Phase:
             model_params["batch_size"] = self.global_batch_size  # every replica sees the whole batch
         engine = StepEngine(est._model_fn, {self.mode: model_params}, est.config, self.mesh, broadcast=broadcast)
         self.session = Session(engine, self.mode, est._init_fn, self.store, first[0],
-                               est.config.tf_random_seed, checkpoint_path)
+                               est.config.tf_random_seed, checkpoint_path,
+                               shared=est.__dict__.setdefault("_compile_cache", {}))
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
-        self.session.trace(*stacked)
+        self.session.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
 
     def next_group(self, max_steps: int) -> tuple[tuple[Any, ...], np.ndarray, int] | None:

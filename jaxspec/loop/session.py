@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec.engine.fn_args import call_with_declared
-from jaxspec.engine.mesh import put_replicated, put_stacked, replicated
+from jaxspec.engine.mesh import put_replicated, put_stacked, replicated, stacked_batch_sharding
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.checkpoints import CheckpointStore
@@ -28,6 +30,13 @@ def _strong(x: Any) -> Any:
         return x
     arr = np.asarray(x)
     return arr.astype(jax.dtypes.canonicalize_dtype(arr.dtype), copy=False)
+
+
+def previous_treedef_matches(previous: Any, current: Any) -> bool:
+    """Same tree, up to the identity of objects in its metadata (closures such as an
+    optax transformation's functions are new objects on each init_fn call)."""
+    strip = lambda t: re.sub(r" at 0x[0-9a-fA-F]+", "", str(t))  # noqa: E731
+    return previous.num_leaves == current.num_leaves and strip(previous) == strip(current)
 
 
 def _signature(args: tuple[Any, ...]) -> Any:
@@ -46,10 +55,13 @@ class Session:
       store: the model_dir's CheckpointStore.
       first_batch: the first step's host ``(features, labels)`` (for init_fn and tracing).
       checkpoint_path: restore this checkpoint step directory instead of the latest.
+      shared: a dict kept by the Estimator across calls (compiled executables, the
+        state tree).
     """
 
     def __init__(self, engine: StepEngine, mode: str, init_fn: Callable[..., Any] | None, store: CheckpointStore,
-                 first_batch: Any, seed: int | None, checkpoint_path: str | None = None) -> None:
+                 first_batch: Any, seed: int | None, checkpoint_path: str | None = None,
+                 shared: dict[str, Any] | None = None) -> None:
         self.engine = engine
         self.mode = mode
         self.mesh = engine.mesh
@@ -57,6 +69,8 @@ class Session:
         self._loop = {ModeKeys.TRAIN: engine.train_loop, ModeKeys.EVAL: engine.eval_loop,
                       ModeKeys.PREDICT: engine.predict_loop}[mode]()
         self._compiled: dict[Any, Any] = {}
+        self._lowered: dict[Any, Any] = {}
+        self._shared = shared if shared is not None else {}
         self._init_fn = init_fn
         self._first_batch = first_batch
         self.store = store
@@ -84,27 +98,60 @@ class Session:
             params=self.engine.params[self.mode], config=self.engine.config))
 
     def _abstract_state(self) -> Any:
+        """The state's shapes, from init_fn traced abstractly. When they match the
+        previous call's, that call's tree (and its pytree metadata, such as a
+        TrainState's ``tx``) is reused, so its compiled executables still fit."""
         shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
         sharding = replicated(self.mesh)
-        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes)
+        leaves = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in jax.tree.leaves(shapes)]
+        treedef = jax.tree.structure(shapes)
+        previous = self._shared.get("state")
+        if previous is not None and [(x.shape, x.dtype) for x in jax.tree.leaves(previous)] == [
+            (x.shape, x.dtype) for x in leaves
+        ] and previous_treedef_matches(jax.tree.structure(previous), treedef):
+            treedef = jax.tree.structure(previous)
+        state = jax.tree.unflatten(treedef, leaves)
+        self._shared["state"] = state
+        return state
 
     @property
     def parts(self) -> SpecParts:
         """The SpecParts of the first trace (hooks, host functions, scaffold)."""
         return self.engine.parts[self.mode]
 
-    def trace(self, *batch_args: Any) -> None:
-        """Trace (not compile) the loop for these host inputs, so the spec's hooks and
-        scaffold exist before the first step; compiling waits for the first real loop."""
-        args = (self.abstract_state, jax.ShapeDtypeStruct((), jnp.int32), self.step_key)
-        args += tuple(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch_args))
-        self._loop.trace(*args)
+    def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Abstract loop arguments (with the shardings the real ones get) for batches
+        stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
+        batch_sharding = None
+        if self.mesh is not None:
+            batch_sharding = replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
 
-    def _compile(self, state: Any, *batch_args: Any) -> Any:
-        args = (state, jnp.zeros((), jnp.int32), self.step_key, *batch_args)
-        sig = _signature(args)
+        def spec(x: Any) -> jax.ShapeDtypeStruct:
+            shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
+            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding)
+
+        step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
+        return (self.abstract_state, step, self.step_key, *jax.tree.map(spec, batch_args))
+
+    def trace(self, steps: int, *batch_args: Any) -> None:
+        """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
+        stacked), so the spec's hooks and scaffold exist before the first step runs; the
+        lowering is compiled when a loop of that shape first runs."""
+        specs = self._specs(steps, batch_args)
+        self._lowered[_signature(specs[3:])] = self._loop.lower(*specs)
+
+    def _compile(self, batch_args: tuple[Any, ...]) -> Any:
+        """The executable for these batch shapes. Identical lowerings share one
+        executable across calls of the same Estimator (model_fn is still traced per call,
+        as TF calls it once per call; XLA compiles once)."""
+        sig = _signature(batch_args)
         if sig not in self._compiled:
-            self._compiled[sig] = self._loop.lower(*args).compile()
+            lowered = self._lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
+            key = (self.mode, hashlib.sha256(lowered.as_text().encode()).hexdigest())
+            cache = self._shared.setdefault("compiled", {})
+            if key not in cache:
+                cache[key] = lowered.compile()
+            self._compiled[sig] = cache[key]
         return self._compiled[sig]
 
     def create_state(self) -> None:
@@ -145,6 +192,5 @@ class Session:
     def run(self, *host_args: Any) -> Any:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast)
-        step = jnp.asarray(self.global_step, jnp.int32)
-        compiled = self._compile(self.abstract_state, *device_args)
-        return compiled(self.state, step, self.step_key, *device_args)
+        step = jax.device_put(np.int32(self.global_step), replicated(self.mesh))
+        return self._compile(device_args)(self.state, step, self.step_key, *device_args)

@@ -23,8 +23,9 @@ def writer(logdir: str) -> Any:
 
 
 def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
-    """Write each scalar-valued entry of ``scalars`` at ``step`` and flush; non-scalar
-    values are skipped. Only process 0 writes (the chief, as tf.estimator)."""
+    """Queue each scalar-valued entry of ``scalars`` at ``step``; non-scalar values are
+    skipped. Only process 0 writes (the chief, as tf.estimator). The writer flushes on
+    its own schedule; train and evaluate close every writer when they end."""
     if jax.process_index() != 0:
         return
     w = writer(logdir)
@@ -32,7 +33,6 @@ def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
         arr = np.asarray(value)
         if arr.size == 1 and np.issubdtype(arr.dtype, np.number):
             w.add_scalar(name, float(arr.reshape(())), global_step=int(step))
-    w.flush()
 
 
 def close(logdir: str) -> None:

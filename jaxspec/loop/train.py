@@ -133,7 +133,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.store.wait()
-        summaries.close(est.model_dir)
+        summaries.close_all()  # every event is on disk when train returns
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", session.global_step)
         raise SystemExit(0)
