@@ -124,26 +124,33 @@ class PredictOutput(ExportOutput):
 
     Args:
       outputs: an array (exported under the key ``output``) or a dict of str to arrays,
-        each with the batch on axis 0.
+        each with the batch on axis 0. A tuple of strings as a key (a multi-head name)
+        becomes the strings joined by ``/``, as in TF.
 
     Raises:
-      ValueError: a key is not a string or a value is not an array (TF's types).
+      ValueError: a key is not a string (or tuple of strings) or a value is not an array
+        (TF's types); the message names the key.
     """
 
     method_name: ClassVar[str] = "tensorflow/serving/predict"
     DEFAULT_KEY: ClassVar[str] = "output"
+    SEPARATOR: ClassVar[str] = "/"
 
     def __init__(self, outputs: Any) -> None:
         if not isinstance(outputs, dict):
             outputs = {self.DEFAULT_KEY: outputs}
+        checked: dict[str, Any] = {}
         for key, value in outputs.items():
+            if isinstance(key, tuple) and all(isinstance(k, str) for k in key):
+                key = self.SEPARATOR.join(key)
             if not isinstance(key, str):
                 raise ValueError(f"PredictOutput: output keys must be strings, got {key!r}.")
             if not is_array(value):
                 raise ValueError(
                     f"PredictOutput: output {key!r} must be an array, got {type_name(value)}."
                 )
-        self._outputs = dict(outputs)
+            checked[key] = value
+        self._outputs = checked
 
     @property
     def outputs(self) -> dict[str, Any]:
