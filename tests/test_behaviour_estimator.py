@@ -234,3 +234,25 @@ def test_est_16_spec_with_mode_none_trains(tmp_path):
     est.train(lambda: ({"x": X}, Y), steps=2)
     assert est.latest_checkpoint().endswith("2")
     assert float(est.get_variable_value("w")) > 0.0
+
+
+# -- train/evaluate/predict argument checks (made by the loop; asserted here as contract) ---
+
+@pytest.mark.parametrize("kwargs,field", [({"steps": 0}, "steps"), ({"steps": -1}, "steps"),
+                                          ({"max_steps": 0}, "max_steps"), ({"max_steps": -1}, "max_steps")])
+def test_est_19_steps_must_be_positive(tmp_path, kwargs, field):
+    est = jaxspec.Estimator(linear_model_fn, config=config(tmp_path), init_fn=init_fn)
+    with pytest.raises(ValueError, match=rf"{field} must be > 0"):
+        est.train(lambda: ({"x": X}, Y), **kwargs)
+
+
+def test_est_25_hooks_passed_to_a_phase_must_be_hooks(tmp_path):
+    est = jaxspec.Estimator(linear_model_fn, config=config(tmp_path), init_fn=init_fn)
+    data = lambda: ({"x": X}, Y)  # noqa: E731
+    with pytest.raises(TypeError, match="SessionRunHook.*str"):
+        est.train(data, hooks=["not a hook"], steps=1)
+    with pytest.raises(TypeError, match="SessionRunHook.*str"):
+        est.evaluate(data, hooks=["not a hook"], steps=1)
+    predictions = est.predict(lambda: {"x": X}, hooks=["not a hook"])
+    with pytest.raises(TypeError, match="SessionRunHook.*str"):
+        next(predictions)

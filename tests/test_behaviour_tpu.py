@@ -113,6 +113,13 @@ def test_tpu_08_more_shards_than_devices(tmp_path):
         est.train(recording_input_fn([]), steps=1)
 
 
+def test_per_host_v2_input_gets_the_replica_batch(tmp_path):
+    calls = []
+    est = tpu(tmp_path, tpu_config={"per_host_input_for_training": jaxspec.InputPipelineConfig.PER_HOST_V2})
+    est.train(recording_input_fn(calls), steps=1)
+    assert calls == [2]  # 16 examples over 8 replicas; the host reads one batch per replica
+
+
 # -- model_fn signature and spec handling ------------------------------------------------
 
 def test_tpu_22_labels_inside_features(tmp_path):
@@ -213,3 +220,20 @@ def test_tev_08_plain_estimator_spec_in_eval_on_the_mesh(tmp_path):
     est = tpu(tmp_path, model_fn, eval_batch_size=16)
     with pytest.raises(RuntimeError, match="evaluation on the mesh .*TPUEstimatorSpec.*EstimatorSpec"):
         est.evaluate(recording_input_fn([]), steps=1)
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_host_call_tensors_need_rank_one_on_the_mesh(tmp_path, use_tpu):
+    seen = []
+
+    def model_fn(features, labels, mode, params, state):
+        loss, new_state = _loss_and_step(features, labels, state["w"])
+        return TPUEstimatorSpec(mode, loss=loss, train_op=new_state, host_call=(seen.append, [loss]))
+
+    est = tpu(tmp_path, model_fn, use_tpu=use_tpu)
+    if use_tpu:
+        with pytest.raises(ValueError, match="host_call tensor 0 has rank 0"):
+            est.train(recording_input_fn([]), steps=1)
+    else:
+        est.train(recording_input_fn([]), steps=2)
+        assert [np.shape(v) for v in seen] == [(), ()]
