@@ -38,6 +38,24 @@ def _check_bool(value: Any, name: str) -> bool:
     return value
 
 
+def _check_npu_fields(iterations_per_loop: Any, mix_compile_mode: Any, horovod_mode: Any, graph_run_mode: Any,
+                      enable_exception_dump: Any, precision_mode: Any) -> None:
+    """The adapter's checks of NPURunConfig's own fields (see NPURunConfig's Raises)."""
+    check_positive_int(iterations_per_loop, "NPURunConfig.iterations_per_loop")
+    _check_bool(mix_compile_mode, "mix_compile_mode")
+    if mix_compile_mode and iterations_per_loop != 1:
+        raise ValueError(
+            f"NPURunConfig: iterations_per_loop must be 1 when mix_compile_mode is True, got {iterations_per_loop}."
+        )
+    _check_bool(horovod_mode, "horovod_mode")
+    check_nonnegative_int(graph_run_mode, "NPURunConfig.graph_run_mode")
+    if graph_run_mode > 1:
+        raise ValueError(f"NPURunConfig: graph_run_mode must be 0 or 1, got {graph_run_mode}.")
+    check_nonnegative_int(enable_exception_dump, "NPURunConfig.enable_exception_dump")
+    if precision_mode is not None and not isinstance(precision_mode, str):
+        raise TypeError(f"NPURunConfig: precision_mode must be a string, got {type_name(precision_mode)}.")
+
+
 class NPURunConfig(RunConfig):
     """RunConfig of ``jaxspec.NPUEstimator``, as Ascend's ``NPURunConfig``.
 
@@ -105,19 +123,8 @@ class NPURunConfig(RunConfig):
         eval_distribute: Any = None,
         **npu_options: Any,
     ) -> None:
-        check_positive_int(iterations_per_loop, "NPURunConfig.iterations_per_loop")
-        _check_bool(mix_compile_mode, "mix_compile_mode")
-        if mix_compile_mode and iterations_per_loop != 1:
-            raise ValueError(
-                f"NPURunConfig: iterations_per_loop must be 1 when mix_compile_mode is True, got {iterations_per_loop}."
-            )
-        _check_bool(horovod_mode, "horovod_mode")
-        check_nonnegative_int(graph_run_mode, "NPURunConfig.graph_run_mode")
-        if graph_run_mode > 1:
-            raise ValueError(f"NPURunConfig: graph_run_mode must be 0 or 1, got {graph_run_mode}.")
-        check_nonnegative_int(enable_exception_dump, "NPURunConfig.enable_exception_dump")
-        if precision_mode is not None and not isinstance(precision_mode, str):
-            raise TypeError(f"NPURunConfig: precision_mode must be a string, got {type_name(precision_mode)}.")
+        _check_npu_fields(iterations_per_loop, mix_compile_mode, horovod_mode, graph_run_mode,
+                          enable_exception_dump, precision_mode)
         if save_checkpoints_steps is None and save_checkpoints_secs is None:
             save_checkpoints_steps = 100
         tuned = aoe_mode is not None or os.getenv("AOE_MODE") is not None
