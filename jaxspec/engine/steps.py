@@ -22,7 +22,7 @@ from jaxspec.engine.fn_args import call_with_declared
 from jaxspec.engine.mesh import REPLICA_AXIS, replica_index
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.metrics import mean
-from jaxspec.metrics.base import padding_mask_scope
+from jaxspec.metrics.base import as_metric_state, padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
 
@@ -164,7 +164,8 @@ class StepEngine:
                 def step_metrics(args: Any) -> Any:
                     values, m = args
                     with padding_mask_scope(m):
-                        return call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
+                        out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
+                        return {k: as_metric_state(v, k) for k, v in out.items()}
 
                 per_step = jax.lax.map(step_metrics, (payload, mask))
                 states.update(_fold_steps(per_step))

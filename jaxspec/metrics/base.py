@@ -8,21 +8,32 @@ so they can be carried through a compiled ``lax.scan``.
 
 Padding: while the engine traces a model_fn or metric_fn in EVAL it sets a padding mask
 (1.0 for real rows, 0.0 for the rows that pad a final partial batch). Every metric
-function multiplies its weights by that mask, so padded rows never count.
+function multiplies its weights by that mask (``apply_padding_mask``) and zeroes the
+per-row values of padded rows (``drop_padding``), so padded rows never count, even when
+the model produced NaN for them.
+
+A user-defined metric subclasses ``Metric`` and provides at least ``compute`` and a way
+to build the state of one batch: either the classmethod ``from_batch`` (then ``init``
+and ``update`` come for free), or its own ``init`` and ``update``. ``merge`` defaults to
+a leafwise sum, which is right for sums and counts; override it (and ``empty``) for
+anything else. See ``docs/metrics.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 _PADDING_MASK: contextvars.ContextVar[Any] = contextvars.ContextVar("jaxspec_padding_mask", default=None)
+
+M = TypeVar("M", bound="Metric")
 
 
 @contextlib.contextmanager
@@ -40,15 +51,36 @@ def current_padding_mask() -> Any:
     return _PADDING_MASK.get()
 
 
+def _row_mask(values: jax.Array) -> jax.Array | None:
+    """The padding mask shaped ``[batch, 1, ...]`` for ``values`` (None without a mask).
+
+    Raises:
+      ValueError: ``values`` has rank >= 1 and its axis 0 is not the batch.
+    """
+    mask = current_padding_mask()
+    if mask is None:
+        return None
+    mask = jnp.asarray(mask, jnp.float32)
+    if values.ndim == 0:
+        return jnp.mean(mask)
+    if values.shape[0] != mask.shape[0]:
+        raise ValueError(
+            f"metric values have {values.shape[0]} rows on axis 0 but the batch has "
+            f"{mask.shape[0]}; eval metric inputs must keep the batch on axis 0."
+        )
+    return mask.reshape(mask.shape + (1,) * (values.ndim - 1))
+
+
 def apply_padding_mask(values: jax.Array, weights: Any) -> jax.Array:
-    """Return float weights broadcast to ``values``' shape, times the active padding mask.
+    """Return float32 weights broadcast to ``values``' shape, times the active padding mask.
 
     ``weights`` None means 1. A mask of shape ``[batch]`` multiplies along axis 0 of
     ``values``; a scalar ``values`` (say a batch loss) is weighted by the fraction of real
     rows in the batch, so a batch counts in proportion to its real examples.
 
     Raises:
-      ValueError: ``weights`` cannot be broadcast to ``values``' shape.
+      ValueError: ``weights`` cannot be broadcast to ``values``' shape, or ``values``'
+        axis 0 is not the batch while a padding mask is active.
     """
     values = jnp.asarray(values)
     w = jnp.ones(values.shape, jnp.float32) if weights is None else jnp.asarray(weights, jnp.float32)
@@ -59,35 +91,93 @@ def apply_padding_mask(values: jax.Array, weights: Any) -> jax.Array:
             f"weights of shape {tuple(w.shape)} cannot be broadcast to values of shape "
             f"{tuple(values.shape)}."
         ) from e
-    mask = current_padding_mask()
-    if mask is None:
-        return w
-    mask = jnp.asarray(mask, jnp.float32)
-    if values.ndim == 0:
-        return w * jnp.mean(mask)
-    if values.shape[0] != mask.shape[0]:
-        raise ValueError(
-            f"metric values have {values.shape[0]} rows on axis 0 but the batch has "
-            f"{mask.shape[0]}; eval metric inputs must keep the batch on axis 0."
-        )
-    return w * mask.reshape(mask.shape + (1,) * (values.ndim - 1))
+    mask = _row_mask(values)
+    return w if mask is None else w * mask
+
+
+def drop_padding(values: Any) -> jax.Array:
+    """``values`` with the rows of the active padding mask set to 0 (unchanged without one).
+
+    Use it on per-row quantities before multiplying them by weights: a padded row's value
+    may be NaN or inf (the model sees rows of zeros), and ``NaN * 0`` is still NaN.
+    A scalar ``values`` is returned as is.
+
+    Raises:
+      ValueError: ``values``' axis 0 is not the batch while a padding mask is active.
+    """
+    values = jnp.asarray(values)
+    mask = _row_mask(values)
+    if mask is None or values.ndim == 0:
+        return values
+    return jnp.where(mask > 0, values, jnp.zeros((), values.dtype))
+
+
+def is_concrete(*arrays: Any) -> bool:
+    """True when none of ``arrays`` is a tracer (the values can be checked on the host)."""
+    return not any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(arrays))
 
 
 class Metric(struct.PyTreeNode):
     """Base class of metric states: mergeable, computed once at the end.
 
-    A subclass holds its statistics as array fields and implements ``compute()``. The
-    default ``merge`` adds the fields leaf by leaf and ``empty`` is all zeros, which is
-    right for every sum-based statistic (totals, counts, confusion counts: the whole
-    tf.compat.v1.metrics family); override both for anything else (a max, say).
+    A subclass holds its statistics as array fields (pytree leaves) and its options as
+    static fields (``flax.struct.field(pytree_node=False)``, part of the tree structure).
+    The default ``merge`` adds the array fields leaf by leaf and ``empty`` is all zeros,
+    which is right for every sum-based statistic (totals, counts, confusion counts: the
+    whole tf.compat.v1.metrics family); override both for anything else (a max, say).
+
+    Conveniences: ``from_batch`` (classmethod) builds the state of one batch; ``init``
+    gives the empty state for inputs like those, and ``state.update(batch...)`` merges in
+    another batch's state, reusing the state's static options. The built-in states'
+    ``from_batch`` is their ``jaxspec.metrics`` function.
     """
 
-    def empty(self) -> Metric:
+    @classmethod
+    def from_batch(cls: type[M], *args: Any, **kwargs: Any) -> M:
+        """The state of one batch. Subclasses that rely on ``init``/``update`` define it.
+
+        Raises:
+          NotImplementedError: the subclass defines neither ``from_batch`` nor its own
+            ``init``/``update``.
+        """
+        raise NotImplementedError(
+            f"{cls.__name__} defines no from_batch(); define it, or define init() and update()."
+        )
+
+    @classmethod
+    def init(cls: type[M], *args: Any, **kwargs: Any) -> M:
+        """The empty state for a batch like ``from_batch(*args, **kwargs)`` would see.
+
+        Only shapes and static options matter; the batch's values are not counted.
+        """
+        return cls.from_batch(*args, **kwargs).empty()
+
+    def options(self) -> dict[str, Any]:
+        """The state's static fields by name: ``from_batch``'s keyword options."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if not f.metadata.get("pytree_node", True)
+        }
+
+    def update(self: M, *args: Any, **kwargs: Any) -> M:
+        """Merge in the state of another batch: ``merge(from_batch(*args, **options))``.
+
+        The state's static options (``options()``) are passed again, so
+        ``auc(l0, p0, num_thresholds=50).update(l1, p1)`` keeps 50 thresholds.
+        """
+        return self.merge(type(self).from_batch(*args, **{**self.options(), **kwargs}))
+
+    def empty(self: M) -> M:
         """The identity of ``merge``: a state that has seen no data."""
         return jax.tree.map(jnp.zeros_like, self)
 
-    def merge(self, other: Metric) -> Metric:
-        """Combine two states of the same metric (batches, replicas or processes)."""
+    def merge(self: M, other: M) -> M:
+        """Combine two states of the same metric (batches, replicas or processes).
+
+        Raises:
+          ValueError: the states' structures or static options differ.
+        """
         return jax.tree.map(jnp.add, self, other)
 
     def compute(self) -> Any:
@@ -100,18 +190,33 @@ def is_metric_state(x: Any) -> bool:
     return isinstance(x, Metric) or (callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None)))
 
 
-def as_metric_state(value: Any, name: str = "") -> Metric:
-    """Normalise an ``eval_metric_ops`` value into a metric state the loop can merge.
+def as_metric_state(value: Any, name: str = "") -> Any:
+    """Normalise an ``eval_metric_ops`` (or metric_fn) value into a mergeable state.
 
-    Accepts a metric state (anything with ``merge`` and ``compute``). Other forms
-    (``(value, update)`` pairs, Keras-style objects) raise TypeError until supported.
+    Accepted forms:
+
+    * a metric state: anything with ``merge`` and ``compute`` (returned as is);
+    * a ``(value, update)`` pair whose ``update`` is a metric state (or a Keras metric,
+      see below) and whose ``value`` is None, the very same object as ``update``, or a
+      callable ``value(merged_state) -> result`` that replaces ``compute()``. This is
+      TF's pair read the JAX way: ``update`` is what each batch contributes, ``value``
+      says how to read the merged statistics once at the end. An array ``value`` is
+      rejected: it could only be this batch's value, never the streamed one;
+    * a Keras 3 metric object (``update_state``/``result``, JAX backend) that model_fn or
+      metric_fn created and updated in this trace; see ``jaxspec.metrics.keras``.
 
     Raises:
-      TypeError: ``value`` is not a supported metric form.
+      TypeError: ``value`` is none of these forms (the message says why).
     """
     if is_metric_state(value):
         return value
+    from jaxspec.metrics import adapters  # noqa: PLC0415 - adapters import this module
+
+    if isinstance(value, tuple) and len(value) == 2:
+        return adapters.from_pair(value, name)
+    if callable(getattr(value, "update_state", None)) and callable(getattr(value, "result", None)):
+        return adapters.from_keras_object(value, name)
     raise TypeError(
-        f"eval_metric_ops[{name!r}]: only jaxspec metric states (merge/compute) are supported, "
-        f"got {type(value).__name__}."
+        f"eval_metric_ops[{name!r}] must be a metric state (merge/compute), a (value, update) pair "
+        f"or a Keras metric object, got {type(value).__name__}."
     )
