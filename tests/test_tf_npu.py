@@ -80,6 +80,7 @@ def test_npu_run_config_defaults_and_checks() -> None:
         tf_bridge.NPURunConfig(graph_run_mode=2)
     with pytest.raises(ValueError, match="dump_config"):
         tf_bridge.NPURunConfig(dump_config={"enable_dump": True})
+    assert tf_bridge.NPURunConfig(aoe_mode="2").aoe_mode == "2"  # a later adapter's option
     with pytest.raises(TypeError, match="not_an_option"):
         tf_bridge.NPURunConfig(not_an_option=1)
     with pytest.raises(ValueError, match="NPURunConfig"):
@@ -243,6 +244,7 @@ def test_hands_over_to_npu_bridge_when_it_imports(monkeypatch: pytest.MonkeyPatc
     est = tf_bridge.NPUEstimator(npu_model_fn([]), config=config, job_start_file="job.json")
     assert isinstance(est, AdapterEstimator)
     assert made["config"]["iterations_per_loop"] == 5 and made["config"]["precision_mode"] == "force_fp16"
+    assert "jit_compile" not in made["config"]  # options not given stay the adapter's own defaults
     assert made["estimator"]["job_start_file"] == "job.json"
     with tf.Graph().as_default():
         tf.compat.v1.train.create_global_step()

@@ -34,6 +34,16 @@ NPU_ONLY_DEFAULTS: dict[str, Any] = {
     "dynamic_graph_execute_mode": "dynamic_execute", "dynamic_inputs_shape_range": None,
     "local_rank_id": None, "local_device_list": None, "session_device_id": None, "distribute": None,
 }
+# Arguments later adapter releases added (as of the 2023 adapter), with their defaults there.
+NPU_ONLY_DEFAULTS.update({
+    "aoe_mode": None, "distribute_config": None, "modify_mixlist": None, "op_precision_mode": None,
+    "device_type": "default_device_type", "soc_config": None, "hccl_timeout": None, "op_wait_timeout": None,
+    "op_execute_timeout": None, "HCCL_algorithm": None, "customize_dtypes": None, "op_debug_config": None,
+    "memory_config": None, "experimental_config": None, "topo_sorting_mode": None, "aoe_config_file": None,
+    "insert_op_file": None, "stream_sync_timeout": -1, "event_sync_timeout": -1, "external_weight": False,
+    "es_cluster_config": None, "deterministic": 0, "frozen_variable": False, "variable_placement": "Device",
+    "jit_compile": "auto", "precision_mode_v2": None, "ac_parallel_enable": None,
+})
 
 
 class ProfilingConfig:
@@ -82,7 +92,7 @@ def _check_npu_options(options: dict[str, Any], iterations_per_loop: int) -> Non
       ValueError: a non-bool mix_compile_mode or horovod_mode; mix_compile_mode with
         iterations_per_loop != 1; graph_run_mode > 1; dump_config / dynamic_input_config
         of the wrong class.
-      TypeError: graph_run_mode or enable_exception_dump not an int.
+      TypeError: graph_run_mode or enable_exception_dump not an int; jit_compile not a str.
     """
     if not isinstance(options["mix_compile_mode"], bool):
         raise ValueError("NPURunConfig: mix_compile_mode must be a bool.")
@@ -96,6 +106,8 @@ def _check_npu_options(options: dict[str, Any], iterations_per_loop: int) -> Non
     _check_int(options["enable_exception_dump"], "enable_exception_dump", 0)
     if options["dump_config"] is not None and not isinstance(options["dump_config"], DumpConfig):
         raise ValueError("NPURunConfig: dump_config must be a DumpConfig.")
+    if not isinstance(options["jit_compile"], str):
+        raise TypeError(f"NPURunConfig: jit_compile must be a str, got {type(options['jit_compile']).__name__}.")
     dynamic = options["dynamic_input_config"]
     if dynamic is not None and not isinstance(dynamic, DynamicInputConfig):
         raise ValueError("NPURunConfig: dynamic_input_config must be a DynamicInputConfig.")
@@ -112,7 +124,9 @@ class NPURunConfig(RunConfig):
         keep_checkpoint_max, keep_checkpoint_every_n_hours, log_step_count_steps,
         train_distribute, eval_distribute: as tf_bridge.RunConfig.
       **npu_options: the adapter's NPU-only arguments (``NPU_ONLY_DEFAULTS``: precision_mode,
-        mix_compile_mode, dump_config, profiling_config, ...), stored as given.
+        mix_compile_mode, dump_config, profiling_config, ... and those later releases
+        added, such as aoe_mode or jit_compile); each is an attribute (its default when not
+        given), and ``npu_options`` holds the ones given.
 
     Raises:
       TypeError: iterations_per_loop (or graph_run_mode, enable_exception_dump) is not an
@@ -143,17 +157,19 @@ class NPURunConfig(RunConfig):
             log_step_count_steps=log_step_count_steps, train_distribute=train_distribute,
             eval_distribute=eval_distribute)
         self.iterations_per_loop = iterations_per_loop
-        self.npu_options = options
+        self.npu_options = dict(npu_options)
         for name, value in options.items():
             setattr(self, name, value)
 
     def npu_only_settings(self) -> dict[str, Any]:
-        """The NPU-only arguments that differ from the adapter's defaults."""
+        """The NPU-only arguments given, that differ from the adapter's defaults."""
         return {k: v for k, v in self.npu_options.items() if v is not NPU_ONLY_DEFAULTS[k]
                 and v != NPU_ONLY_DEFAULTS[k]}
 
     def adapter_kwargs(self) -> dict[str, Any]:
-        """The arguments to build the adapter's own NPURunConfig from this one."""
+        """The arguments to build the adapter's own NPURunConfig from this one: the
+        RunConfig fields and only the NPU options given (so an adapter release without a
+        newer option still accepts them)."""
         return {
             "iterations_per_loop": self.iterations_per_loop, "model_dir": self.model_dir,
             "tf_random_seed": self.tf_random_seed, "save_summary_steps": self.save_summary_steps,
