@@ -286,3 +286,14 @@ def test_tpu_estimator_contract(tmp_path: Any, caplog: pytest.LogCaptureFixture)
     path = est.export_saved_model(str(tmp_path / "export"), models.serving_input_receiver_fn(tf_bridge))
     assert records["model_fn_params"] == [("train", 4, False), ("infer", None, False)]  # export: no batch size
     assert tf.io.gfile.exists(os.path.join(path.decode(), "saved_model.pb"))
+
+
+def test_in_memory_evaluator_matches_checkpoint_evaluation(tmp_path: Any) -> None:
+    est = linear_est(tmp_path, save_summary_steps=2)
+    hook = tb_hooks.InMemoryEvaluatorHook(est, models.eval_input_fn, every_n_iter=2, name="live")
+    est.train(models.train_input_fn, steps=2, hooks=[hook])
+    from_checkpoint = est.evaluate(models.eval_input_fn)
+    assert {k: float(v) for k, v in hook.results.items()} == {k: float(v) for k, v in from_checkpoint.items()}
+    assert sorted(tb_hooks.read_eval_metrics(est.eval_dir("live"))) == [0, 2]
+    with pytest.raises(ValueError, match="every_n_iter"):
+        tb_hooks.InMemoryEvaluatorHook(est, models.eval_input_fn, every_n_iter=0)

@@ -10,7 +10,9 @@ them as they are. This module adds the ones that lived in tf.estimator:
 - ``ExamplesPerSecondHook``: TPUEstimator's ``global_step/sec`` + ``examples/sec``;
 - early stopping: ``make_early_stopping_hook``, ``stop_if_higher_hook``,
   ``stop_if_lower_hook``, ``stop_if_no_increase_hook``, ``stop_if_no_decrease_hook``,
-  ``read_eval_metrics`` (``tf.estimator.experimental``).
+  ``read_eval_metrics`` (``tf.estimator.experimental``);
+- ``InMemoryEvaluatorHook``: evaluation during training from the session's variables
+  (``tf.estimator.experimental``; defined in ``tf_bridge.runner.in_memory``).
 """
 
 from __future__ import annotations
@@ -275,6 +277,16 @@ def stop_if_no_decrease_hook(estimator: Any, metric_name: str, max_steps_without
     (``tf.estimator.experimental.stop_if_no_decrease_hook``)."""
     return _no_improvement_hook(estimator, metric_name, max_steps_without_decrease, False, eval_dir, min_steps,
                                 run_every_secs, run_every_steps)
+
+
+def __getattr__(name: str) -> Any:
+    """``InMemoryEvaluatorHook`` lives with the evaluation loop it runs (imported lazily:
+    that loop imports this module)."""
+    if name == "InMemoryEvaluatorHook":
+        from tf_bridge.runner.in_memory import InMemoryEvaluatorHook
+
+        return InMemoryEvaluatorHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
