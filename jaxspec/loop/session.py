@@ -97,6 +97,14 @@ class Session:
             rng=self.init_key, features=features, labels=labels,
             params=self.engine.params[self.mode], config=self.engine.config))
 
+    def _initial_state(self) -> Any:
+        """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
+        slow); an init_fn that cannot be traced (host-side logic on values) runs as is."""
+        try:
+            return jax.jit(self._call_init)()
+        except (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError):
+            return self._call_init()
+
     def _abstract_state(self) -> Any:
         """The state's shapes, from init_fn traced abstractly. When they match the
         previous call's, that call's tree (and its pytree metadata, such as a
@@ -165,7 +173,7 @@ class Session:
             self.state = self.store.restore(self.restored_step, self.abstract_state)
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
             return
-        state = self._as_traced(self._call_init())
+        state = self._as_traced(self._initial_state())
         if self.warm_start is not None:
             state = self._as_traced(warm_start(state, self.warm_start))
         scaffold = self.parts.scaffold
