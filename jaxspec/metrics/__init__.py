@@ -55,24 +55,26 @@ from jaxspec.metrics.core import (
     percentage_below,
     root_mean_squared_error,
 )
-from jaxspec.metrics.thresholds import (
+from jaxspec.metrics.curves import (
     AUC,
+    SensitivityAtSpecificity,
+    SpecificityAtSensitivity,
+    auc,
+    sensitivity_at_specificity,
+    specificity_at_sensitivity,
+)
+from jaxspec.metrics.thresholds import (
     ConfusionAtThresholds,
     FalseNegativesAtThresholds,
     FalsePositivesAtThresholds,
     PrecisionAtThresholds,
     RecallAtThresholds,
-    SensitivityAtSpecificity,
-    SpecificityAtSensitivity,
     TrueNegativesAtThresholds,
     TruePositivesAtThresholds,
-    auc,
     false_negatives_at_thresholds,
     false_positives_at_thresholds,
     precision_at_thresholds,
     recall_at_thresholds,
-    sensitivity_at_specificity,
-    specificity_at_sensitivity,
     true_negatives_at_thresholds,
     true_positives_at_thresholds,
 )

@@ -95,15 +95,16 @@ def from_pair(pair: tuple[Any, Any], name: str) -> Any:
 
 # -- Keras -------------------------------------------------------------------------------------
 class _KerasRef:
-    """A Keras metric object kept in a treedef, equal to another for the same class and
-    config (each trace may create a new object)."""
+    """A Keras metric object kept in a treedef, equal to another of the same class and
+    config, name aside (each trace may create a new object, and Keras numbers their names)."""
 
     __slots__ = ("key", "metric")
 
     def __init__(self, metric: Any) -> None:
         self.metric = metric
         try:
-            config = json.dumps(metric.get_config(), sort_keys=True, default=repr)
+            config = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
+            config = json.dumps(config, sort_keys=True, default=repr)
         except Exception:  # noqa: BLE001 - an unserialisable config: fall back to identity
             config = f"id:{id(metric)}"
         self.key = (type(metric).__module__, type(metric).__qualname__, config)
@@ -187,14 +188,16 @@ def _check_additive(metric: Any, name: str) -> None:
       TypeError: a fresh copy of the metric has a non-zero variable.
     """
     try:
-        fresh = type(metric).from_config(metric.get_config())
+        with jax.ensure_compile_time_eval():  # concrete initial values even inside a trace
+            fresh = type(metric).from_config(metric.get_config())
+            initial = [(v.path, v.value) for v in fresh.variables]
     except Exception:  # noqa: BLE001 - cannot rebuild: rely on the documented contract
         return
-    for v in fresh.variables:
-        if np.any(np.asarray(v.value) != 0):
+    for path, value in initial:
+        if is_concrete(value) and np.any(np.asarray(value) != 0):
             raise TypeError(
                 f"eval_metric_ops[{name!r}]: {type(metric).__name__} starts with non-zero variable "
-                f"{v.path!r}, so its per-batch states cannot be merged by adding them."
+                f"{path!r}, so its per-batch states cannot be merged by adding them."
             )
 
 

@@ -151,18 +151,6 @@ def _precision_recall(labels: Any, ids: jax.Array, class_id: int | None, weights
     return jnp.sum(tp * w), jnp.sum(fp * w), jnp.sum(fn * w)
 
 
-_AT_K_ARGS = """
-    Args:
-      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
-        (see the module docstring for padding ids and duplicates).
-      {pred}
-      class_id: None to count every class, or the one class id to count (the others
-        are ignored, as TF).
-      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
-        or matching).
-"""
-
-
 def precision_at_k(
     labels: Any,
     predictions: Any,
@@ -176,7 +164,17 @@ def precision_at_k(
     """Precision of the k highest-scored classes against the labels
     (``tf.compat.v1.metrics.precision_at_k``): retrieved ids that are labels, over ids
     retrieved, summed over rows.
-    {args}
+
+    Args:
+      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
+        (see the module docstring for padding ids and duplicates).
+      predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken.
+      k: number of top classes, 1 <= k <= num_classes.
+      class_id: None to count every class, or the one class id to count (the others
+        are ignored, as TF).
+      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
+        or matching).
+
     Returns:
       A ``PrecisionAtK`` state; value a float32 scalar, NaN when nothing was retrieved
       (class_id never in the top k), as TF.
@@ -217,7 +215,17 @@ def precision_at_top_k(
     """Precision of given top-k ids against the labels
     (``tf.compat.v1.metrics.precision_at_top_k``). As in TF, ``k`` only names the metric:
     every id in ``predictions_idx`` counts (duplicates once).
-    {args}
+
+    Args:
+      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
+        (see the module docstring for padding ids and duplicates).
+      predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``.
+      k: names the metric only (as in TF); every id in ``predictions_idx`` counts.
+      class_id: None to count every class, or the one class id to count (the others
+        are ignored, as TF).
+      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
+        or matching).
+
     Returns:
       A ``PrecisionAtTopK`` state; value a float32 scalar (NaN if nothing retrieved).
 
@@ -241,7 +249,17 @@ def recall_at_k(
 ) -> RecallAtK:
     """Recall of the k highest-scored classes (``tf.compat.v1.metrics.recall_at_k``):
     labels retrieved over labels, summed over rows.
-    {args}
+
+    Args:
+      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
+        (see the module docstring for padding ids and duplicates).
+      predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken.
+      k: number of top classes, 1 <= k <= num_classes.
+      class_id: None to count every class, or the one class id to count (the others
+        are ignored, as TF).
+      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
+        or matching).
+
     Returns:
       A ``RecallAtK`` state; value a float32 scalar, NaN when there was no label (of
       class_id), as TF.
@@ -267,7 +285,17 @@ def recall_at_top_k(
 ) -> RecallAtTopK:
     """Recall of given top-k ids (``tf.compat.v1.metrics.recall_at_top_k``); ``k`` only
     names the metric, as in TF.
-    {args}
+
+    Args:
+      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
+        (see the module docstring for padding ids and duplicates).
+      predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``.
+      k: names the metric only (as in TF); every id in ``predictions_idx`` counts.
+      class_id: None to count every class, or the one class id to count (the others
+        are ignored, as TF).
+      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
+        or matching).
+
     Returns:
       A ``RecallAtTopK`` state; value a float32 scalar (NaN if no label).
 
@@ -277,13 +305,6 @@ def recall_at_top_k(
     ids = jnp.asarray(predictions_idx)
     tp, _, fn = _precision_recall(labels, ids, class_id, weights)
     return RecallAtTopK(tp=tp, fn=fn, k=k, class_id=class_id)
-
-
-_SCORES = "predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken."
-_IDS = "predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``."
-for _fn, _pred in ((precision_at_k, _SCORES), (recall_at_k, _SCORES), (precision_at_top_k, _IDS),
-                   (recall_at_top_k, _IDS)):
-    _fn.__doc__ = _fn.__doc__.replace("{args}", _AT_K_ARGS.format(pred=_pred))
 
 
 class AveragePrecisionAtK(Metric):
