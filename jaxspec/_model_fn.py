@@ -46,8 +46,6 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
         raise ValueError(
             f"params were given to the Estimator, but model_fn takes no 'params' argument (it takes {names})."
         )
-    if params is None and "params" in names:
-        _log.warning("model_fn takes 'params' but no params were given to the Estimator; it gets {}.")
     unexpected = [n for n in names if n not in MODEL_FN_ARGS and n != "self"]
     if unexpected:
         raise ValueError(

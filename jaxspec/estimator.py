@@ -9,14 +9,17 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
+from jaxspec.cluster import maybe_initialize
 from jaxspec.config import InputPipelineConfig, RunConfig
 from jaxspec.engine.fn_args import check_declared_args
-from jaxspec.cluster import maybe_initialize
-from jaxspec.loop.checkpoints import CheckpointStore, named_leaves
+from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore, named_leaves
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
+GLOBAL_STEP_NAME = "global_step"
 
 INIT_FN_ARGS = ("rng", "features", "labels", "params", "config")
 
@@ -267,12 +270,14 @@ class Estimator:
         return None if step is None else self._checkpoint_store().path(step)
 
     def get_variable_names(self) -> list[str]:
-        """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``).
+        """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``),
+        and ``global_step`` (the checkpoint's step), as tf.estimator lists it.
 
         Raises:
           ValueError: model_dir has no checkpoint.
         """
-        return [name for name, _ in named_leaves(self._latest_metadata())]
+        names = [name for name, _ in named_leaves(self._latest_metadata()) if name != EMPTY_STATE_KEY]
+        return names if GLOBAL_STEP_NAME in names else names + [GLOBAL_STEP_NAME]
 
     def _latest_metadata(self) -> Any:
         store = self._checkpoint_store()
@@ -282,13 +287,15 @@ class Estimator:
         return store._manager.item_metadata(step)
 
     def get_variable_value(self, name: str) -> Any:
-        """The value (numpy) of state leaf ``name`` in the latest checkpoint
-        (``Estimator.get_variable_value``).
+        """The value (numpy) of state leaf ``name`` (or ``global_step``) in the latest
+        checkpoint (``Estimator.get_variable_value``).
 
         Raises:
           ValueError: no checkpoint, or no leaf of that name.
         """
-        values = self._checkpoint_store().read()
+        store = self._checkpoint_store()
+        values = store.read()
+        values.setdefault(GLOBAL_STEP_NAME, np.int64(store.latest_step()))  # the step is the checkpoint's
         if name not in values:
             raise ValueError(f"{name!r} is not in the checkpoint; names are {sorted(values)}.")
         return values[name]

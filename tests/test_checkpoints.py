@@ -104,3 +104,30 @@ def test_nan_loss_keeps_last_good_checkpoint(tmp_path):
     with pytest.raises(jaxspec.NanLossDuringTrainingError):
         est.train(lambda: ({"x": x}, y), steps=5)
     assert est._checkpoint_store().all_steps() == [2]
+
+
+def test_state_with_no_leaves_and_variable_names(tmp_path):
+    """EST-30: names before training raise; a state {'one': 1, 'three': 3} lists exactly
+    one, three and global_step; an init_fn-less model (empty state) still checkpoints."""
+    x, y = digits(8)
+
+    def model_fn(features, labels, mode, state):
+        loss = jnp.mean(features["x"]) * state["one"] + state["three"]
+        return jaxspec.EstimatorSpec(mode, loss=loss, train_op=state)
+
+    est = jaxspec.Estimator(model_fn, config=fast_config(str(tmp_path / "a")),
+                            init_fn=lambda: {"one": jnp.float32(1.0), "three": jnp.float32(3.0)})
+    with pytest.raises(ValueError, match="checkpoint"):
+        est.get_variable_names()
+    est.train(lambda: ({"x": x}, y), steps=2)
+    assert sorted(est.get_variable_names()) == ["global_step", "one", "three"]
+    assert (est.get_variable_value("one"), est.get_variable_value("three")) == (1.0, 3.0)
+    assert est.get_variable_value("global_step") == 2
+
+    def stateless(features, labels, mode):
+        return jaxspec.EstimatorSpec(mode, loss=jnp.mean(features["x"]), train_op={})
+
+    empty = jaxspec.Estimator(stateless, config=fast_config(str(tmp_path / "b")))
+    empty.train(lambda: ({"x": x}, y), steps=3)
+    empty.train(lambda: ({"x": x}, y), steps=1)
+    assert empty.get_variable_names() == ["global_step"] and empty.get_variable_value("global_step") == 4

@@ -11,6 +11,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 CHECKPOINT_SUBDIR = "checkpoints"
+EMPTY_STATE_KEY = "__empty_state__"  # what a checkpoint of a state with no leaves holds
 
 
 def checkpoint_dir(model_dir: str) -> str:
@@ -63,6 +64,8 @@ class CheckpointStore:
         """Start saving ``state`` as the checkpoint of ``step`` (asynchronously)."""
         if step in self._manager.all_steps():
             return False
+        if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
+            state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
         return self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
 
     def restore(self, step: int, target: Any) -> Any:
@@ -72,6 +75,8 @@ class CheckpointStore:
         Raises:
           ValueError: the checkpoint's leaves do not match ``target``'s (names the leaf).
         """
+        if not jax.tree.leaves(target):
+            return target
         _check_against_metadata(self._manager.item_metadata(step), target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
         return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
@@ -83,6 +88,8 @@ class CheckpointStore:
           ValueError: ``path`` is not a checkpoint, or its leaves do not match ``target``.
         """
         item = item_directory(path)
+        if not jax.tree.leaves(target):
+            return target
         checkpointer = ocp.StandardCheckpointer()
         _check_against_metadata(checkpointer.metadata(item).item_metadata.tree, target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
@@ -98,7 +105,7 @@ class CheckpointStore:
         if step is None:
             raise ValueError(f"no checkpoint in {self.directory}.")
         restored = restore_on_host(self.path(step))
-        return {name: np.asarray(value) for name, value in named_leaves(restored)}
+        return {name: np.asarray(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
 
     def wait(self) -> None:
         """Block until pending saves are complete."""

@@ -54,6 +54,8 @@ def eval_dir(model_dir: str, name: str | None) -> str:
 
 def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
+        raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
     if steps is not None and steps <= 0:
         raise ValueError(f"evaluate: steps must be > 0 or None, got {steps}.")
     phase = Phase(est, "eval")

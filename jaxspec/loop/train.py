@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from jaxspec.engine.multihost import to_host
-from jaxspec.hooks.checkpoint import CheckpointSaverHook
+from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
@@ -81,6 +81,22 @@ class ProgressHook(SessionRunHook):
         self.last_step, self.last_time = step, time.time()
 
 
+def _check_listeners(saving_listeners: Any, cfg: Any) -> list[Any]:
+    """tf.estimator's rules for ``saving_listeners``.
+
+    Raises:
+      TypeError: an entry is not a CheckpointSaverListener.
+      ValueError: listeners given while checkpoint saving is off (both intervals None).
+    """
+    listeners = list(saving_listeners or ())
+    for listener in listeners:
+        if not isinstance(listener, CheckpointSaverListener):
+            raise TypeError(f"saving_listeners must hold CheckpointSaverListeners, got {type(listener).__name__}.")
+    if listeners and not cfg.save_checkpoints_steps and not cfg.save_checkpoints_secs:
+        raise ValueError("saving_listeners need checkpoint saving on (save_checkpoints_steps or _secs).")
+    return listeners
+
+
 def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
     cfg = phase.est.config
     steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
@@ -103,6 +119,7 @@ def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int 
 def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any) -> None:
     """Body of ``Estimator.train``; see there."""
     check_steps(steps, max_steps)
+    listeners = _check_listeners(saving_listeners, est.config)
     phase = Phase(est, "train")
     latest = phase.store.latest_step()
     if max_steps is not None and latest is not None and latest >= max_steps:
@@ -114,7 +131,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     session, parts = phase.session, phase.session.parts
     cfg = est.config
     progress = ProgressHook(est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size)
-    hooks, listeners = list(hooks or ()), list(saving_listeners or ())
+    hooks = list(hooks or ())
     own = [progress]
     if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(parts.all_hooks)):
         own.append(_saver_hook(phase, listeners))  # as tf.estimator: only if none was given
