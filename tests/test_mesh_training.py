@@ -78,3 +78,14 @@ def test_params_must_not_hold_batch_size(tmp_path):
     with pytest.raises(ValueError, match="batch_size"):
         jaxspec.TPUEstimator(lambda features, params: None, params={"batch_size": 8},
                              config=fast_config(str(tmp_path)), train_batch_size=8)
+
+
+def test_host_call_every_n_steps(tmp_path):
+    x, y = digits(64)
+    calls = []
+    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
+                               log_step_count_steps=None, tpu_config=jaxspec.TPUConfig(
+                                   iterations_per_loop=4, experimental_host_call_every_n_steps=3))
+    est = jaxspec.TPUEstimator(make_model_fn(calls), config=config, train_batch_size=32, init_fn=init_fn)
+    est.train(batches_input_fn(x, y, 32, repeat=True), steps=10)
+    assert [int(step[0]) for step, _ in calls] == [0, 3, 6, 9]

@@ -133,16 +133,21 @@ class Phase:
         """The spec's training_chief_hooks, on process 0 only (as tf.estimator)."""
         return list(self.session.parts.chief_hooks) if jax.process_index() == 0 else []
 
-    def call_host_fns(self, host: Any, n: int) -> None:
+    def call_host_fns(self, host: Any, n: int, first_step: int | None = None) -> None:
         """Call each host function once per step of the loop, in step order, with numpy
         arrays (``host[k][j]`` is tensor j of host call k, stacked ``[n, ...]``). With
-        several processes the tensors of all of them are gathered and process 0 calls."""
+        several processes the tensors of all of them are gathered and process 0 calls.
+        In TRAIN (``first_step`` given) with ``experimental_host_call_every_n_steps`` = k,
+        only the steps whose global step (before the step) is a multiple of k call."""
         host_calls = self.session.parts.host_calls
         if not host_calls:
             return
         host = to_host(host)  # every process takes part in the gather; process 0 calls
         if jax.process_index() != 0:
             return
+        every = getattr(getattr(self.est.config, "tpu_config", None), "experimental_host_call_every_n_steps", 1)
         for i in range(n):
+            if first_step is not None and every > 1 and (first_step + i) % every:
+                continue  # TPUConfig.experimental_host_call_every_n_steps: only steps n*k
             for hc, tensors in zip(host_calls, host, strict=True):
                 hc.call([np.asarray(t[i]) for t in tensors])

@@ -174,7 +174,7 @@ def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: 
             raise NanLossDuringTrainingError()
         first = session.global_step
         session.state, session.global_step = state, first + n
-        phase.call_host_fns(host, n)
+        phase.call_host_fns(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
         stop = runner.after_run({"loss": losses[-1]}, session.state, session.global_step,
