@@ -89,23 +89,21 @@ def parse_iterations_per_loop(iterations_per_loop: Any) -> IterationsPerLoopCoun
 def iterations_per_loop_count(tpu_config: TPUConfig) -> int:
     """Steps per compiled loop for ``tpu_config``.
 
-    A count is used as given. A duration (``'300s'``) asks TPUEstimator to size each loop
-    by time; jaxspec does not size loops by time yet, so it runs one step per loop and
-    logs a warning once per config.
+    A count is used as given. A duration (``'300s'``) sizes training loops by time: the
+    first two loops run one step each, the second is timed, and later loops run as many
+    steps as fit in the duration (one more compilation); eval and predict loops run one
+    step. Returns 1 for a duration: the training loop resizes itself.
     """
     parsed = tpu_config.parsed_iterations_per_loop
-    if parsed.unit == "count":
-        return parsed.value
-    if id(tpu_config) not in _WARNED_DURATION:
-        _WARNED_DURATION.add(id(tpu_config))
-        _log.warning(
-            "iterations_per_loop=%r is a duration; jaxspec does not size loops by time yet and runs "
-            "one step per loop.", tpu_config.iterations_per_loop,
-        )
-    return 1
+    return parsed.value if parsed.unit == "count" else 1
 
 
-_WARNED_DURATION: set[int] = set()
+def loop_duration_secs(tpu_config: TPUConfig | None) -> float | None:
+    """The seconds a training loop should last when iterations_per_loop is a duration."""
+    if tpu_config is None:
+        return None
+    parsed = tpu_config.parsed_iterations_per_loop
+    return float(parsed.value) if parsed.unit == "seconds" else None
 
 
 _TPU_FIELDS = [

@@ -147,3 +147,15 @@ def test_checkpoint_path_and_moved_model_dir(tmp_path):
     from_b = other.evaluate(input_fn, checkpoint_path=os.path.join(str(tmp_path / "b"), "checkpoints", "2"))
     assert from_b["accuracy"] == pytest.approx(at_2["accuracy"])
     assert glob.glob(str(tmp_path / "b" / "checkpoints" / "4"))
+
+
+def test_iterations_per_loop_as_a_duration(tmp_path):
+    _, _, input_fn = _data()
+    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
+                               log_step_count_steps=None, tpu_config=jaxspec.TPUConfig(iterations_per_loop="1s"))
+    est = jaxspec.TPUEstimator(make_model_fn(), config=config, train_batch_size=32, init_fn=init_fn)
+    sizes = LoopSizes()
+    est.train(input_fn, steps=40, hooks=[sizes])
+    loop_sizes = np.diff([0] + sizes.steps).tolist()
+    assert loop_sizes[:2] == [1, 1] and sum(loop_sizes) == 40
+    assert loop_sizes[2] > 1  # sized by time: a CPU step of this model takes well under 0.5 s

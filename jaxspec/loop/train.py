@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.config import loop_duration_secs
 from jaxspec.engine.multihost import to_host
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import summaries
@@ -159,7 +160,10 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
 def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: int | None,
            preemption: PreemptionWatcher) -> None:
     session = phase.session
+    duration = loop_duration_secs(getattr(phase.est.config, "tpu_config", None))
+    loops = 0
     while last_step is None or session.global_step < last_step:
+        started = time.perf_counter()
         n = phase.iterations_per_loop
         if last_step is not None:
             n = min(n, last_step - session.global_step)
@@ -179,5 +183,10 @@ def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: 
         progress.after_loop(first, losses)
         stop = runner.after_run({"loss": losses[-1]}, session.state, session.global_step,
                                 last_step_values(hook_values))
+        loops += 1
+        if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
+            per_step = (time.perf_counter() - started) / n
+            phase.iterations_per_loop = max(1, min(100_000, int(duration / max(per_step, 1e-9))))
+            _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
         if stop or preemption.triggered:
             break
