@@ -10,7 +10,7 @@ import pytest
 
 import jaxspec
 from jaxspec import InputPipelineConfig, NPURunConfig, RunConfig, TPUConfig
-from jaxspec.config import REPLACEABLE_FIELDS, iterations_per_loop_count
+from jaxspec.config import REPLACEABLE_FIELDS, iterations_per_loop_count, loop_duration_secs
 
 # -- CFG cases ----------------------------------------------------------------------------
 
@@ -75,10 +75,12 @@ def test_tpu_config_validation():
         TPUConfig(experimental_host_call_every_n_steps="2")
 
 
-def test_duration_loops_run_one_step_per_loop(caplog):
-    with caplog.at_level(logging.WARNING, logger="jaxspec"):
-        assert iterations_per_loop_count(TPUConfig(iterations_per_loop="300s")) == 1
-    assert "duration" in caplog.text
+def test_duration_loops_start_at_one_step():
+    """A duration starts training loops at one step (the loop then sizes itself by time;
+    tests/test_loop.py); a count is used as given."""
+    assert iterations_per_loop_count(TPUConfig(iterations_per_loop="300s")) == 1
+    assert loop_duration_secs(TPUConfig(iterations_per_loop="5m")) == 300.0
+    assert loop_duration_secs(TPUConfig(iterations_per_loop=7)) is None
     assert iterations_per_loop_count(TPUConfig(iterations_per_loop=7)) == 7
 
 
