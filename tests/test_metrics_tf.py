@@ -185,7 +185,7 @@ CONFUSION = [
 
 GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 THRESHOLDS = [
-    (name, {"thresholds": [0.0, 0.25, 0.5, 0.75, 1.0, 0.3]}, lambda r, n: _scores(r, n, grid=GRID))
+    (name, {"thresholds": [0.0, 0.25, 0.5, 0.75, 1.0, 0.3, 0.5]}, lambda r, n: _scores(r, n, grid=GRID))
     for name in ("true_positives_at_thresholds", "false_positives_at_thresholds", "true_negatives_at_thresholds",
                  "false_negatives_at_thresholds", "precision_at_thresholds", "recall_at_thresholds")
 ]

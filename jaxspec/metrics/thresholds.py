@@ -58,16 +58,35 @@ def counts_at(labels: Any, predictions: Any, weights: Any, cutoffs: Sequence[flo
     invalid = jnp.sum(jnp.where(bad, real, 0.0))
     w = broadcast_weights(weights, predictions).reshape(-1)
     is_pos = labels.reshape(-1)
-    above = predictions.reshape(-1)[None, :] > jnp.asarray(list(cutoffs), jnp.float32)[:, None]
-    pos = jnp.where(is_pos, w, 0.0)[None, :]
-    neg = jnp.where(is_pos, 0.0, w)[None, :]
-    return dict(
-        tp=jnp.sum(jnp.where(above, pos, 0.0), axis=1),
-        fn=jnp.sum(jnp.where(above, 0.0, pos), axis=1),
-        tn=jnp.sum(jnp.where(above, 0.0, neg), axis=1),
-        fp=jnp.sum(jnp.where(above, neg, 0.0), axis=1),
-        invalid=invalid,
-    )
+    counts = _bucket_counts(predictions.reshape(-1), jnp.where(is_pos, w, 0.0), jnp.where(is_pos, 0.0, w), cutoffs)
+    return dict(counts, invalid=invalid)
+
+
+def _bucket_counts(p: jax.Array, pos: jax.Array, neg: jax.Array, cutoffs: Sequence[float]) -> dict[str, jax.Array]:
+    """tp/fn/tn/fp at each cutoff: ``p > t`` counts as positive (float32 comparisons, as TF).
+
+    Rather than comparing every prediction with every threshold (``[T, N]`` work, as TF
+    does), each prediction goes to the bucket of how many thresholds lie strictly below
+    it (a binary search over the sorted thresholds); a prediction is above threshold
+    ``j`` (in sorted order) exactly when its bucket is past ``j``, so the counts are
+    prefix and suffix sums of the per-bucket weights. ``O(N log T + T)``, same counts.
+    """
+    thresholds = np.asarray(list(cutoffs), np.float32)
+    order = np.argsort(thresholds, kind="stable")
+    n = len(thresholds)
+    p = jnp.where(jnp.isnan(p), -jnp.inf, p)  # NaN is above no threshold, as `NaN > t` is False
+    bucket = jnp.searchsorted(jnp.asarray(thresholds[order]), p, side="left")  # thresholds < p
+    pos_hist = jnp.zeros(n + 1, jnp.float32).at[bucket].add(pos)
+    neg_hist = jnp.zeros(n + 1, jnp.float32).at[bucket].add(neg)
+    back = np.argsort(order, kind="stable")  # sorted position of each given threshold
+
+    def at_or_below(h: jax.Array) -> jax.Array:  # weight of buckets 0..j: not above sorted threshold j
+        return jnp.cumsum(h)[:-1][back]
+
+    def above(h: jax.Array) -> jax.Array:  # weight of buckets j+1..n: above sorted threshold j
+        return jnp.cumsum(h[::-1])[::-1][1:][back]
+
+    return dict(tp=above(pos_hist), fn=at_or_below(pos_hist), tn=at_or_below(neg_hist), fp=above(neg_hist))
 
 
 class ConfusionAtThresholds(Metric):
