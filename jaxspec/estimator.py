@@ -163,6 +163,8 @@ class Estimator:
           ValueError: steps and max_steps both given, or either <= 0.
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
             the last good one).
+          SystemExit: (status 0) after a SIGTERM in the main thread: the running loop
+            finishes, the final checkpoint is written, then the process exits cleanly.
         """
         from jaxspec.loop.train import run_train
 

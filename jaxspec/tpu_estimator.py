@@ -10,8 +10,8 @@ from jax.sharding import Mesh
 
 from jaxspec._checks import check_positive_int
 from jaxspec._model_fn import tpu_spec_check
-from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count
 from jaxspec.cluster import maybe_initialize
+from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count
 from jaxspec.engine.mesh import make_replica_mesh
 from jaxspec.estimator import Estimator
 from jaxspec.mode_keys import ModeKeys

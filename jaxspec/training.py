@@ -93,11 +93,12 @@ class EvalSpec:
 class _Evaluator:
     """Evaluates one EvalSpec on a checkpoint and runs its exporters."""
 
-    def __init__(self, estimator: Any, spec: EvalSpec) -> None:
-        self.est, self.spec = estimator, spec
+    def __init__(self, estimator: Any, spec: EvalSpec, max_steps: int | None) -> None:
+        self.est, self.spec, self.max_steps = estimator, spec, max_steps
         self.last_time = time.time()
         self.last_step: int | None = None
         self.result: tuple[dict[str, Any], list[Any]] | None = None
+        self.exported_final = False
 
     def due_by_time(self) -> bool:
         return time.time() - self.last_time >= self.spec.throttle_secs
@@ -106,16 +107,25 @@ class _Evaluator:
         store = self.est._checkpoint_store()
         store.wait()
         step = store.latest_step()
-        if step is None or step == self.last_step and not final:
+        if step is None:
             return
+        final = final or (self.max_steps is not None and step >= self.max_steps)
         path = store.path(step)
+        if step == self.last_step:  # evaluated already (TF does not evaluate it twice)
+            if final and not self.exported_final:  # the input ended before max_steps
+                self._export(path, self.result[0], step, final=True)
+            return
         metrics = self.est.evaluate(self.spec.input_fn, steps=self.spec.steps, hooks=self.spec.hooks,
                                     checkpoint_path=path, name=self.spec.name)
+        self._export(path, metrics, step, final)
+
+    def _export(self, path: str, metrics: dict[str, Any], step: int, final: bool) -> None:
         exports = []
         for exporter in self.spec.exporters:
             export_path = os.path.join(self.est.model_dir, "export", exporter.name)
             exports.append(exporter.export(self.est, export_path, path, metrics, final))
         self.last_time, self.last_step, self.result = time.time(), step, (metrics, exports)
+        self.exported_final = final
 
 
 class _EvaluateAfterSave(CheckpointSaverListener):
@@ -136,7 +146,8 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
     passed. EvalSpecs with ``every_n_steps`` (beyond TF) make training run in chunks of
     that many steps with an evaluation after each (input_fn is called again per chunk,
     as after any restart). Every spec evaluates once more at the end, and exporters
-    see ``is_the_final_export=True`` there. Several EvalSpecs may be given (beyond TF),
+    see ``is_the_final_export=True`` for the last checkpoint (the one at max_steps, or
+    the last one when the input ended); no checkpoint is evaluated twice. Several EvalSpecs may be given (beyond TF),
     each writing to its own ``eval_<name>`` directory.
 
     Returns:
@@ -152,7 +163,7 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
         raise TypeError("train_and_evaluate takes a TrainSpec and an EvalSpec (or a list of them).")
     if len({s.name for s in specs}) != len(specs):
         raise ValueError("train_and_evaluate: EvalSpecs need distinct names.")
-    evaluators = [_Evaluator(estimator, s) for s in specs]
+    evaluators = [_Evaluator(estimator, s, train_spec.max_steps) for s in specs]
     timed = [ev for ev in evaluators if ev.spec.every_n_steps is None]
     by_steps = [ev for ev in evaluators if ev.spec.every_n_steps is not None]
     listeners = list(train_spec.saving_listeners) + ([_EvaluateAfterSave(timed)] if timed else [])

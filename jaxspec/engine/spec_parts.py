@@ -152,9 +152,13 @@ def check_new_state(state: Any, new_state: Any) -> Any:
     out = []
     for (path, old), new in zip(old_paths, new_leaves, strict=True):
         where = jax.tree_util.keystr(path) or "<root>"
+        new = jnp.asarray(new)  # a Python number leaf becomes an array of JAX's dtype
         if tuple(old.shape) != tuple(new.shape):
             raise ValueError(f"train_op leaf {where} has shape {tuple(new.shape)}, state has {tuple(old.shape)}.")
-        if old.dtype != new.dtype:
+        weak = getattr(getattr(new, "aval", new), "weak_type", False)  # from a Python number
+        same_kind = jnp.issubdtype(new.dtype, jnp.floating) == jnp.issubdtype(old.dtype, jnp.floating)
+        canonical = jax.dtypes.canonicalize_dtype
+        if canonical(old.dtype) != canonical(new.dtype) and not (weak and same_kind):
             raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")
         out.append(jax.lax.convert_element_type(new, old.dtype))
     return jax.tree_util.tree_unflatten(old_def, out)

@@ -42,6 +42,13 @@ def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _check_metric_names(metrics: dict[str, Any]) -> None:
+    """An eval metric may not be called ``loss``: evaluate reports the loss under that
+    name (tf.estimator raises ValueError for the same clash)."""
+    if "loss" in metrics:
+        raise ValueError("an eval metric is named 'loss'; that name is the Estimator's own loss. Rename it.")
+
+
 def _metric_tensors(parts: SpecParts) -> list[Any]:
     """The eval_metrics tensors of a TPUEstimatorSpec as a flat list (empty if none)."""
     if parts.metric_fn is None:
@@ -136,6 +143,7 @@ class StepEngine:
                     if on_mesh:
                         payload = _metric_tensors(parts)
                     else:
+                        _check_metric_names(parts.metric_states)
                         payload = {"loss": mean(loss), **parts.metric_states}
                 host = [hc.tensors for hc in parts.host_calls]
                 return carry, (loss[None], payload, host, parts.hook_tensors())
@@ -168,6 +176,7 @@ class StepEngine:
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 
                 per_step = jax.lax.map(step_metrics, (payload, mask))
+                _check_metric_names(per_step)
                 states.update(_fold_steps(per_step))
             return states, host, hook_values
 

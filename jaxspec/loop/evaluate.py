@@ -94,5 +94,5 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
     write_scalars(eval_dir(est.model_dir, name), session.global_step, _summary_scalars(results))
-    summaries.close_all()
+    summaries.close(eval_dir(est.model_dir, name))  # only its own: training may be writing
     return results

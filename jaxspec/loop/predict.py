@@ -28,6 +28,27 @@ def _select(preds: Any, predict_keys: Any) -> Any:
     return {k: preds[k] for k in keys}
 
 
+def _real_rows(preds: Any, step: int, real: np.ndarray, single: bool) -> Any:
+    """Step ``step``'s predictions without padding rows. A prediction not batched on
+    axis 0 passes unchanged into a batch (``yield_single_examples=False``, as TF) and is a
+    ValueError naming its key when single examples are asked for."""
+
+    def rows(key: str, x: Any) -> np.ndarray:
+        x = np.asarray(x[step])
+        if x.ndim and x.shape[0] == real.shape[0]:
+            return x[real]
+        if single:
+            raise ValueError(
+                f"predictions[{key!r}] has shape {x.shape}, not the batch's {real.shape[0]} rows on axis 0; "
+                "yield_single_examples=True needs every prediction batched (or use yield_single_examples=False)."
+            )
+        return x
+
+    if isinstance(preds, dict):
+        return {k: rows(k, v) for k, v in preds.items()}
+    return rows("predictions", preds)
+
+
 def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any,
                 yield_single_examples: bool) -> Iterator[Any]:
     """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
@@ -54,17 +75,15 @@ def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoi
         runner.before_run()
         preds, hook_values = session.run(*args)
         preds = _select(local_rows(preds), predict_keys)  # this process's rows
-        last_real = mask[n - 1] > 0
-        fetchable = preds if isinstance(preds, dict) else {"predictions": preds}
-        values = {k: np.asarray(v[n - 1])[last_real] for k, v in fetchable.items()}
+        last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
+        values = last if isinstance(last, dict) else {"predictions": last}
         stop = runner.after_run(values, session.state, session.global_step, last_step_values(hook_values))
         for i in range(n):
-            real = mask[i] > 0
-            batch = jax.tree.map(lambda x, i=i, real=real: np.asarray(x[i])[real], preds)
+            batch = _real_rows(preds, i, mask[i] > 0, yield_single_examples)
             if not yield_single_examples:
                 yield batch
                 continue
-            for j in range(int(real.sum())):
+            for j in range(int((mask[i] > 0).sum())):
                 yield jax.tree.map(lambda x, j=j: x[j], batch)
         if stop:
             break

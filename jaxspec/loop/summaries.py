@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from typing import Any
 
@@ -9,6 +11,7 @@ import jax
 import numpy as np
 
 _writers: dict[str, Any] = {}
+_counter = itertools.count()
 _lock = threading.Lock()
 
 
@@ -18,7 +21,11 @@ def writer(logdir: str) -> Any:
 
     with _lock:
         if logdir not in _writers:
-            _writers[logdir] = SummaryWriter(logdir=logdir)
+            # tensorboardX names files by the second and opens them for writing: a second
+            # writer in the same second would truncate the first file. A pid and counter
+            # suffix keeps every file (as TF's own writer names do).
+            suffix = f".{os.getpid()}.{next(_counter)}"
+            _writers[logdir] = SummaryWriter(logdir=logdir, filename_suffix=suffix)
         return _writers[logdir]
 
 

@@ -96,7 +96,8 @@ def warm_start(state: Any, settings: WarmStartSettings) -> Any:
             raise ValueError(f"warm start: {prev!r} is not in the checkpoint {path}.")
         value = np.asarray(stored[prev])
         if value.shape != tuple(np.shape(leaf)):
-            raise ValueError(f"warm start: {prev!r} has shape {value.shape}, {name!r} has {tuple(np.shape(leaf))}.")
+            raise ValueError(f"warm start: the checkpoint's {prev!r} has shape {value.shape}; this state's "
+                             f"{name!r} has {tuple(np.shape(leaf))}.")
         out.append(value.astype(np.asarray(leaf).dtype))
     _log.info("Warm-started %d state leaves from %s.", len(chosen), path)
     return jax.tree.unflatten(jax.tree.structure(state), out)
