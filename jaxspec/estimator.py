@@ -220,6 +220,9 @@ class Estimator:
         Returns:
           The timestamped export directory (``export_dir_base/<unix seconds>``) as bytes.
 
+        With several processes every process calls it (the checkpoint is read
+        collectively); process 0 writes the SavedModel and the others get None.
+
         Raises:
           ValueError: no serving_input_receiver_fn, an unknown experimental_mode, or no
             checkpoint to export (as TF).

@@ -70,6 +70,12 @@ if __name__ == "__main__":
     my_rows = np.concatenate(eval_rows({"context": context, "batch_size": EVAL_BATCH // jax.process_count()}))
     preds = [p["logits"].tolist() for p in est.predict(predict_input_fn)]
     params = est._checkpoint_store().read()
+    import tensorflow as tf
+
+    import tf_bridge
+
+    receiver = tf_bridge.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 64], tf.float32)})
+    export = est.export_saved_model(os.path.join(model_dir, "export"), receiver)  # every process calls
     result = {
         "process": host, "processes": jax.process_count(), "devices": len(jax.devices()),
         "metrics": {k: float(v) for k, v in metrics.items()},
@@ -77,6 +83,7 @@ if __name__ == "__main__":
         "host_call_losses": [loss.tolist() for _, loss in host_calls],
         "host_call_steps": [int(step[0]) for step, _ in host_calls],
         "params": {k: v.tolist() for k, v in params.items()},
+        "export": None if export is None else export.decode(),
     }
     with open(out, "w") as f:
         json.dump(result, f)

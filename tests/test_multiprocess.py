@@ -88,3 +88,14 @@ def test_checkpoint_from_two_processes_resumes_in_one(runs):
     assert int(a["step"]) == worker.STEPS + 2
     for name in b:
         np.testing.assert_allclose(a[name], b[name], atol=1e-5, err_msg=name)
+
+
+def test_export_is_written_once_by_process_0(runs):
+    tmp, (chief, other), one, _ = runs
+    tf = pytest.importorskip("tensorflow")
+    assert other["export"] is None and chief["export"] is not None
+    assert os.listdir(os.path.dirname(chief["export"])) == [os.path.basename(chief["export"])]
+    x, _ = worker.digits(worker.N_EVAL)
+    served = tf.saved_model.load(chief["export"]).signatures["serving_default"](x=tf.constant(x))
+    # the chief's own predictions (same checkpoint) for its rows, served by TensorFlow
+    np.testing.assert_allclose(served["logits"].numpy()[chief["rows"]], np.array(chief["logits"]), atol=1e-5)

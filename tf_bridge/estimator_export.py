@@ -38,7 +38,7 @@ def _example_inputs(receiver_fn: Callable[[], Any]) -> tuple[Any, Any]:
 
 def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map: Mapping[str, Any],
                            assets_extra: dict[str, str] | None, as_text: bool,
-                           checkpoint_path: str | None) -> bytes:
+                           checkpoint_path: str | None) -> bytes | None:
     """Export ``est``'s latest (or ``checkpoint_path``'s) state with one meta graph per
     mode in ``input_receiver_fn_map`` (tf.estimator's ``_export_all_saved_models``).
 
@@ -46,6 +46,9 @@ def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map
     ``use_tpu=False``, its CPU graph; TF's TPU metagraph is not produced), in each mode,
     with the receiver's features (and labels in TRAIN/EVAL), ``global_step`` the step
     variable and ``rng`` folded from it as in training.
+
+    With several processes every one must call this (the checkpoint is read
+    collectively); process 0 writes the SavedModel and the others return None.
 
     Raises:
       ValueError: no mode has a receiver fn, or model_dir has no checkpoint (TF: "could
@@ -61,7 +64,10 @@ def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map
                       est.config.tf_random_seed, checkpoint_path)
     if session.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {est.model_dir}.")
-    session.create_state()
+    session.create_state()  # every process restores (Orbax reads collectively)
+    if jax.process_index() != 0:
+        _log.info("Export is written by process 0; process %d returns None.", jax.process_index())
+        return None
     exports = {}
     for mode in modes:
         fn = engine.export_fn(mode, session.step_key)

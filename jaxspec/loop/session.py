@@ -110,7 +110,9 @@ class Session:
         previous call's, that call's tree (and its pytree metadata, such as a
         TrainState's ``tx``) is reused, so its compiled executables still fit."""
         shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
-        sharding = replicated(self.mesh)
+        # Off the mesh the state lives on this process's first device (a checkpoint
+        # written by a mesh of several processes is then restored locally).
+        sharding = replicated(self.mesh) or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         leaves = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in jax.tree.leaves(shapes)]
         treedef = jax.tree.structure(shapes)
         previous = self._shared.get("state")
