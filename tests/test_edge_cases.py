@@ -104,3 +104,25 @@ def test_train_and_evaluate_evaluates_each_checkpoint_once(tmp_path):
     train_and_evaluate(est, TrainSpec(input_fn, max_steps=6), EvalSpec(input_fn, steps=1, throttle_secs=0,
                                                                         exporters=[Recorder()]))
     assert seen == [(2, False), (4, False), (6, True)]
+
+
+def test_short_training_batches_on_the_mesh(tmp_path, caplog):
+    x, y = digits(80)
+    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32,
+                               init_fn=init_fn)
+    batches = lambda: (({"x": x[s:s + 32]}, y[s:s + 32]) for s in range(0, 80, 32))  # noqa: E731 - 32, 32, 16
+    with caplog.at_level("WARNING", logger="jaxspec"):
+        est.train(batches, steps=10)
+    assert est.get_variable_value("step") == 2  # the two full steps trained and saved
+    assert "16 rows" in caplog.text
+    short_first = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path / "b")),
+                                       train_batch_size=32, init_fn=init_fn)
+    with pytest.raises(ValueError, match="batch_size"):
+        short_first.train(lambda: ({"x": x[:16]}, y[:16]), steps=1)
+
+
+def test_string_features_are_named(tmp_path):
+    x, y = digits(8)
+    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn)
+    with pytest.raises(TypeError, match=r"features\['name'\]"):
+        est.train(lambda: ({"x": x, "name": np.array(["a"] * 8)}, y), steps=1)

@@ -15,6 +15,14 @@ from jaxspec.mode_keys import ModeKeys
 _log = logging.getLogger("jaxspec")
 
 
+class _ShortTrainingBatch(Exception):
+    """A training batch shorter than a full one, on the mesh: the input ends there."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
+
+
 class StepFeeder:
     """Turns a stream of input batches into steps ``(features, labels, mask)``.
 
@@ -29,10 +37,10 @@ class StepFeeder:
 
     The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. Off the mesh
     a short batch runs at its own shape (one more compilation), so nothing is padded. On
-    the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN a global batch
-    that does not split evenly over the replicas raises ValueError (padding would change
-    the loss), and with PER_HOST_V2 an input that ends part-way through a step leaves the
-    rows of that incomplete step unused, with a warning.
+    the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
+    would change the loss) a short first batch raises ValueError, and a later short batch
+    (or, with PER_HOST_V2, an input ending part-way through a step) ends the input there,
+    leaving its rows unused, with a warning.
     """
 
     def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig,
@@ -48,6 +56,7 @@ class StepFeeder:
         # One device runs a short batch at its own shape (exactly tf.estimator's numbers);
         # a mesh needs equal rows per replica, so EVAL and PREDICT pad and mask there.
         self._pad = mode != ModeKeys.TRAIN and on_mesh
+        self._on_mesh = on_mesh
         self._template: tuple[Batch, np.ndarray] | None = None
         self._rows: int | None = None  # rows of a full input batch
         if batch_size is not None:
@@ -76,12 +85,14 @@ class StepFeeder:
         if rows > full:
             raise ValueError(f"an input batch has {rows} rows, more than a full batch ({full}).")
         if rows < full and not self._pad:
-            if self._per_replica_input or rows % self._replicas:
-                raise ValueError(
-                    f"a training batch has {rows} rows where the first had {full}; on the mesh every "
-                    "replica needs the same rows (use drop_remainder=True or repeat the data)."
-                )
-            full = rows  # a shorter batch trains as it is (one more compilation)
+            if self._on_mesh:
+                if self.examples_seen == 0:
+                    raise ValueError(
+                        f"the first training batch has {rows} rows but a full one has {full} "
+                        "(params['batch_size']); on the mesh every step needs full batches."
+                    )
+                raise _ShortTrainingBatch(rows)
+            full = rows  # one device: a shorter batch trains as it is (one more compilation)
         mask = np.zeros(full, np.float32)
         mask[:rows] = 1.0
         self.examples_seen += rows
@@ -96,6 +107,16 @@ class StepFeeder:
         if self._pending is not None:
             step, self._pending = self._pending, None
             return step
+        try:
+            return self._next_step()
+        except _ShortTrainingBatch as short:
+            _log.warning(
+                "A training batch of %d rows is shorter than a full one; on the mesh every step needs "
+                "full batches, so training ends before it (its rows are not trained on). Use "
+                "drop_remainder=True or repeat the data.", short.rows)
+            return None
+
+    def _next_step(self) -> tuple[Batch, np.ndarray] | None:
         if not self._per_replica_input:
             batch = self._pull()
             return None if batch is None else self._padded(batch)

@@ -42,7 +42,21 @@ def _split(element: Any) -> Batch:
 
 
 def _to_numpy(batch: Batch) -> Batch:
-    return jax.tree.map(canonical_host_array, batch)
+    """Numpy leaves of JAX's dtypes.
+
+    Raises:
+      TypeError: a leaf holds strings or objects (JAX has no string dtype), naming it.
+    """
+
+    def one(path: Any, x: Any) -> np.ndarray:
+        arr = np.asarray(x)
+        if arr.dtype.kind in ("U", "S", "O"):
+            where = ("features", "labels")[path[0].idx] + jax.tree_util.keystr(path[1:])
+            raise TypeError(f"{where} holds {arr.dtype} values; JAX arrays cannot hold strings: "
+                            "turn them into numbers (ids, hashes) in input_fn.")
+        return canonical_host_array(arr)
+
+    return jax.tree_util.tree_map_with_path(one, batch)
 
 
 def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
