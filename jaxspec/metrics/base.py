@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import sys
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -183,6 +184,18 @@ class Metric(struct.PyTreeNode):
     def compute(self) -> Any:
         """The metric's value from the accumulated state."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute().")
+
+
+def batch_constructor(function_name: str) -> classmethod:
+    """A ``from_batch`` for a state class that calls its metric function, looked up by
+    name in the class's own module when called (the function is defined after the
+    class)."""
+
+    def from_batch(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return getattr(sys.modules[cls.__module__], function_name)(*args, **kwargs)
+
+    from_batch.__doc__ = f"The state of one batch: ``{function_name}(*args, **kwargs)``."
+    return classmethod(from_batch)
 
 
 def is_metric_state(x: Any) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 from flax import struct
 
 from jaxspec.metrics._shapes import broadcast_weights, check_same_shape, prepare
-from jaxspec.metrics.base import Metric, apply_padding_mask, is_concrete
+from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, is_concrete
 
 
 class Count(Metric):
@@ -31,33 +31,25 @@ class Count(Metric):
 class TruePositives(Count):
     """State of ``true_positives``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> TruePositives:
-        return true_positives(*args, **kwargs)
+    from_batch = batch_constructor("true_positives")
 
 
 class FalsePositives(Count):
     """State of ``false_positives``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> FalsePositives:
-        return false_positives(*args, **kwargs)
+    from_batch = batch_constructor("false_positives")
 
 
 class TrueNegatives(Count):
     """State of ``true_negatives``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> TrueNegatives:
-        return true_negatives(*args, **kwargs)
+    from_batch = batch_constructor("true_negatives")
 
 
 class FalseNegatives(Count):
     """State of ``false_negatives``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> FalseNegatives:
-        return false_negatives(*args, **kwargs)
+    from_batch = batch_constructor("false_negatives")
 
 
 class Precision(Metric):
@@ -66,9 +58,7 @@ class Precision(Metric):
     tp: jax.Array
     fp: jax.Array
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> Precision:
-        return precision(*args, **kwargs)
+    from_batch = batch_constructor("precision")
 
     def compute(self) -> jax.Array:
         """``tp / (tp + fp)``, 0 when ``tp + fp`` is not positive (as TF)."""
@@ -82,9 +72,7 @@ class Recall(Metric):
     tp: jax.Array
     fn: jax.Array
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> Recall:
-        return recall(*args, **kwargs)
+    from_batch = batch_constructor("recall")
 
     def compute(self) -> jax.Array:
         """``tp / (tp + fn)``, 0 when ``tp + fn`` is not positive (as TF)."""
@@ -271,9 +259,7 @@ class MeanPerClassAccuracy(Metric):
     invalid: jax.Array
     num_classes: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanPerClassAccuracy:
-        return mean_per_class_accuracy(*args, **kwargs)
+    from_batch = batch_constructor("mean_per_class_accuracy")
 
     def compute(self) -> jax.Array:
         """Mean over all ``num_classes`` of ``correct / total`` (0 for a class never seen,
@@ -332,9 +318,7 @@ class MeanIoU(Metric):
     invalid: jax.Array
     num_classes: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanIoU:
-        return mean_iou(*args, **kwargs)
+    from_batch = batch_constructor("mean_iou")
 
     def compute(self) -> jax.Array:
         """Mean over classes with a non-zero denominator of ``cm[c, c] / (row + column -

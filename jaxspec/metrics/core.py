@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxspec.metrics._shapes import align_weights, broadcast_weights, check_same_shape, prepare, squeeze_pair
-from jaxspec.metrics.base import Metric, current_padding_mask, drop_padding
+from jaxspec.metrics.base import Metric, batch_constructor, current_padding_mask, drop_padding
 
 
 def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
@@ -36,9 +36,7 @@ class Mean(Metric):
     total: jax.Array
     count: jax.Array
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> Mean:
-        return mean(*args, **kwargs)
+    from_batch = batch_constructor("mean")
 
     def compute(self) -> jax.Array:
         """``total / count``, or 0 when ``count`` is not positive (as TF's mean)."""
@@ -48,33 +46,25 @@ class Mean(Metric):
 class Accuracy(Mean):
     """State of ``accuracy``: a Mean of per-element matches."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> Accuracy:
-        return accuracy(*args, **kwargs)
+    from_batch = batch_constructor("accuracy")
 
 
 class MeanAbsoluteError(Mean):
     """State of ``mean_absolute_error``: a Mean of ``|predictions - labels|``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanAbsoluteError:
-        return mean_absolute_error(*args, **kwargs)
+    from_batch = batch_constructor("mean_absolute_error")
 
 
 class MeanSquaredError(Mean):
     """State of ``mean_squared_error``: a Mean of ``(labels - predictions)**2``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanSquaredError:
-        return mean_squared_error(*args, **kwargs)
+    from_batch = batch_constructor("mean_squared_error")
 
 
 class RootMeanSquaredError(Mean):
     """State of ``root_mean_squared_error``; ``compute`` is the square root of the mean."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> RootMeanSquaredError:
-        return root_mean_squared_error(*args, **kwargs)
+    from_batch = batch_constructor("root_mean_squared_error")
 
     def compute(self) -> jax.Array:
         return jnp.sqrt(super().compute())
@@ -83,17 +73,13 @@ class RootMeanSquaredError(Mean):
 class MeanRelativeError(Mean):
     """State of ``mean_relative_error``: a Mean of ``|labels - predictions| / normalizer``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanRelativeError:
-        return mean_relative_error(*args, **kwargs)
+    from_batch = batch_constructor("mean_relative_error")
 
 
 class PercentageBelow(Mean):
     """State of ``percentage_below``: a Mean of ``values < threshold``."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> PercentageBelow:
-        return percentage_below(*args, **kwargs)
+    from_batch = batch_constructor("percentage_below")
 
 
 class MeanCosineDistance(Mean):
@@ -101,9 +87,7 @@ class MeanCosineDistance(Mean):
 
     dim: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanCosineDistance:
-        return mean_cosine_distance(*args, **kwargs)
+    from_batch = batch_constructor("mean_cosine_distance")
 
     def compute(self) -> jax.Array:
         return 1.0 - super().compute()
@@ -115,9 +99,7 @@ class MeanTensor(Metric):
     total: jax.Array
     count: jax.Array
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> MeanTensor:
-        return mean_tensor(*args, **kwargs)
+    from_batch = batch_constructor("mean_tensor")
 
     def compute(self) -> jax.Array:
         """Elementwise ``total / count`` (0 where ``count`` is not positive)."""

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxspec.metrics.base import batch_constructor
 from jaxspec.metrics.thresholds import KEPSILON, ConfusionAtThresholds, counts_at, div_no_nan, even_thresholds
 
 _AUC_EPSILON = 1e-6  # TF's smoothing of the rates in auc
@@ -97,9 +98,7 @@ class AUC(ConfusionAtThresholds):
     summation_method: str = struct.field(pytree_node=False)
     thresholds: tuple[float, ...] | None = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> AUC:
-        return auc(*args, **kwargs)
+    from_batch = batch_constructor("auc")
 
     def cutoffs(self) -> tuple[float, ...]:
         return _auc_cutoffs(self.num_thresholds, self.thresholds)[1]
@@ -163,9 +162,7 @@ class SensitivityAtSpecificity(ConfusionAtThresholds):
     specificity: float = struct.field(pytree_node=False)
     num_thresholds: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> SensitivityAtSpecificity:
-        return sensitivity_at_specificity(*args, **kwargs)
+    from_batch = batch_constructor("sensitivity_at_specificity")
 
     def cutoffs(self) -> tuple[float, ...]:
         return tuple([0.0 - KEPSILON] + even_thresholds(self.num_thresholds) + [1.0 + KEPSILON])
@@ -183,9 +180,7 @@ class SpecificityAtSensitivity(ConfusionAtThresholds):
     sensitivity: float = struct.field(pytree_node=False)
     num_thresholds: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> SpecificityAtSensitivity:
-        return specificity_at_sensitivity(*args, **kwargs)
+    from_batch = batch_constructor("specificity_at_sensitivity")
 
     def cutoffs(self) -> tuple[float, ...]:
         # TF ends these thresholds just *below* 1 (sensitivity_at_specificity: above).

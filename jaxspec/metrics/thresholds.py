@@ -22,7 +22,7 @@ import numpy as np
 from flax import struct
 
 from jaxspec.metrics._shapes import broadcast_weights, prepare
-from jaxspec.metrics.base import Metric, apply_padding_mask, is_concrete
+from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, is_concrete
 
 KEPSILON = 1e-7  # TF's margin below 0 and above (or below) 1 for the end thresholds
 
@@ -123,9 +123,7 @@ class _CountsAtThresholds(ConfusionAtThresholds):
 class TruePositivesAtThresholds(_CountsAtThresholds):
     """State of ``true_positives_at_thresholds``; value: ``tp`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> TruePositivesAtThresholds:
-        return true_positives_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("true_positives_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.tp)
@@ -134,9 +132,7 @@ class TruePositivesAtThresholds(_CountsAtThresholds):
 class FalsePositivesAtThresholds(_CountsAtThresholds):
     """State of ``false_positives_at_thresholds``; value: ``fp`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> FalsePositivesAtThresholds:
-        return false_positives_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("false_positives_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.fp)
@@ -145,9 +141,7 @@ class FalsePositivesAtThresholds(_CountsAtThresholds):
 class TrueNegativesAtThresholds(_CountsAtThresholds):
     """State of ``true_negatives_at_thresholds``; value: ``tn`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> TrueNegativesAtThresholds:
-        return true_negatives_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("true_negatives_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.tn)
@@ -156,9 +150,7 @@ class TrueNegativesAtThresholds(_CountsAtThresholds):
 class FalseNegativesAtThresholds(_CountsAtThresholds):
     """State of ``false_negatives_at_thresholds``; value: ``fn`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> FalseNegativesAtThresholds:
-        return false_negatives_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("false_negatives_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.fn)
@@ -167,9 +159,7 @@ class FalseNegativesAtThresholds(_CountsAtThresholds):
 class PrecisionAtThresholds(_CountsAtThresholds):
     """State of ``precision_at_thresholds``; value: ``tp / (1e-7 + tp + fp)`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> PrecisionAtThresholds:
-        return precision_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("precision_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.tp / (KEPSILON + self.tp + self.fp))
@@ -178,9 +168,7 @@ class PrecisionAtThresholds(_CountsAtThresholds):
 class RecallAtThresholds(_CountsAtThresholds):
     """State of ``recall_at_thresholds``; value: ``tp / (1e-7 + tp + fn)`` per threshold."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> RecallAtThresholds:
-        return recall_at_thresholds(*args, **kwargs)
+    from_batch = batch_constructor("recall_at_thresholds")
 
     def compute(self) -> jax.Array:
         return self._checked(self.tp / (KEPSILON + self.tp + self.fn))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxspec.metrics._shapes import check_broadcastable
-from jaxspec.metrics.base import Metric, apply_padding_mask, drop_padding
+from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, drop_padding
 
 
 def _first_occurrence(ids: jax.Array) -> jax.Array:
@@ -100,9 +100,7 @@ class PrecisionAtK(Metric):
     k: int | None = struct.field(pytree_node=False)
     class_id: int | None = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> PrecisionAtK:
-        return precision_at_k(*args, **kwargs)
+    from_batch = batch_constructor("precision_at_k")
 
     def compute(self) -> jax.Array:
         """``tp / (tp + fp)``; NaN when nothing was retrieved (TF divides without a guard)."""
@@ -112,9 +110,7 @@ class PrecisionAtK(Metric):
 class PrecisionAtTopK(PrecisionAtK):
     """State of ``precision_at_top_k`` (takes predicted ids instead of scores)."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> PrecisionAtTopK:
-        return precision_at_top_k(*args, **kwargs)
+    from_batch = batch_constructor("precision_at_top_k")
 
 
 class RecallAtK(Metric):
@@ -126,9 +122,7 @@ class RecallAtK(Metric):
     k: int | None = struct.field(pytree_node=False)
     class_id: int | None = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> RecallAtK:
-        return recall_at_k(*args, **kwargs)
+    from_batch = batch_constructor("recall_at_k")
 
     def compute(self) -> jax.Array:
         """``tp / (tp + fn)``; NaN when there was no label (TF divides without a guard)."""
@@ -138,9 +132,7 @@ class RecallAtK(Metric):
 class RecallAtTopK(RecallAtK):
     """State of ``recall_at_top_k`` (takes predicted ids instead of scores)."""
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> RecallAtTopK:
-        return recall_at_top_k(*args, **kwargs)
+    from_batch = batch_constructor("recall_at_top_k")
 
 
 def _precision_recall(labels: Any, ids: jax.Array, class_id: int | None, weights: Any
@@ -315,9 +307,7 @@ class AveragePrecisionAtK(Metric):
     weight: jax.Array
     k: int = struct.field(pytree_node=False)
 
-    @classmethod
-    def from_batch(cls, *args: Any, **kwargs: Any) -> AveragePrecisionAtK:
-        return average_precision_at_k(*args, **kwargs)
+    from_batch = batch_constructor("average_precision_at_k")
 
     def compute(self) -> jax.Array:
         """``total / weight``, 0 when ``weight`` is 0 (as TF)."""
