@@ -126,3 +126,13 @@ def test_string_features_are_named(tmp_path):
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn)
     with pytest.raises(TypeError, match=r"features\['name'\]"):
         est.train(lambda: ({"x": x, "name": np.array(["a"] * 8)}, y), steps=1)
+
+
+def test_input_fn_tuples_other_than_pairs(tmp_path):
+    """As tf.estimator: a tuple from input_fn is (features, labels); any other length,
+    one included, is a ValueError."""
+    x, y = digits(8)
+    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn)
+    for bad in (lambda: iter([({"x": x},)]), lambda: iter([({"x": x}, y, y)])):
+        with pytest.raises(ValueError, match="features, labels"):
+            est.train(bad, steps=1)

@@ -35,8 +35,6 @@ def _split(element: Any) -> Batch:
     if isinstance(element, tuple):
         if len(element) == 2:
             return element[0], element[1]
-        if len(element) == 1:
-            return element[0], None
         raise ValueError(f"input_fn must give features or (features, labels); got a tuple of {len(element)}.")
     return element, None
 
