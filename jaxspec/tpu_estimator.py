@@ -176,15 +176,20 @@ class TPUEstimator(Estimator):
 
     def _model_params(self, mode: str) -> dict[str, Any]:
         size = self._batch_sizes[mode]
+        if size is not None and self._use_tpu and self._input_pipeline() is InputPipelineConfig.BROADCAST:
+            return self._with_batch(size)  # every replica sees the whole batch
         return self._with_batch(None if size is None else size // self._replicas())
 
     def _input_params(self, mode: str) -> dict[str, Any]:
         size = self._batch_sizes[mode]
         if size is None:
             return self._with_batch(None)
-        if self._use_tpu and self._input_pipeline() == InputPipelineConfig.PER_HOST_V2:
-            return self._with_batch(size // self._replicas())
-        return self._with_batch(size // jax.process_count())
+        pipeline = self._input_pipeline() if self._use_tpu else InputPipelineConfig.PER_HOST_V1
+        if pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1):
+            return self._with_batch(size // self._replicas())  # one input batch per replica
+        if pipeline is InputPipelineConfig.BROADCAST:
+            return self._with_batch(size)  # the whole batch, sent to every replica
+        return self._with_batch(size // jax.process_count())  # PER_HOST_V1: one per host
 
     def _export_params(self) -> dict[str, Any]:
         params = self._with_batch(self._batch_sizes[ModeKeys.PREDICT])

@@ -48,32 +48,27 @@ class Phase:
         self.session: Session | None = None
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
-        """input_fn's params: the Estimator's, with the per-pipeline ``batch_size`` and, on
-        the mesh, ``params['context']`` (a TPUContext)."""
+        """input_fn's params: the Estimator's (with its per-pipeline ``batch_size``) and,
+        on the mesh, ``params['context']`` (a TPUContext)."""
         params = self.est._input_params(self.mode)
         if self.mesh is None:
             return params
-        pipeline = self.est._input_pipeline()
-        size = self.global_batch_size
-        if size is not None:
-            if pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1):
-                params["batch_size"] = size // self.mesh.size
-            elif pipeline == InputPipelineConfig.BROADCAST:
-                params["batch_size"] = size
-            else:
-                params["batch_size"] = size // jax.process_count()
-        local = [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
-        device = str(local[invocation]) if invocation < len(local) else ""
+        local = self._local_devices()
+        device = str(local[invocation % len(local)]) if total > 1 else str(local[0])
         params["context"] = TPUContext(self.mesh.size, jax.process_count(), jax.process_index(), len(local),
-                                       pipeline, self.mode, device, invocation, total)
+                                       self.est._input_pipeline(), self.mode, device, invocation, total)
         return params
+
+    def _local_devices(self) -> list[Any]:
+        """This process's devices in the mesh, in mesh order."""
+        return [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
 
     def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
         and the rows of a full input batch."""
         pipeline = self.est._input_pipeline()
         per_shard = self.mesh is not None and pipeline == InputPipelineConfig.PER_SHARD_V1
-        calls = len([d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]) if per_shard else 1
+        calls = len(self._local_devices()) if per_shard else 1
         total = self.mesh.size if per_shard else 1
         iterators, params = [], {}
         for i in range(calls):
@@ -99,10 +94,8 @@ class Phase:
             raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
         broadcast = self.mesh is not None and pipeline == InputPipelineConfig.BROADCAST
-        model_params = est._model_params(self.mode)
-        if broadcast and self.global_batch_size is not None:
-            model_params["batch_size"] = self.global_batch_size  # every replica sees the whole batch
-        engine = StepEngine(est._model_fn, {self.mode: model_params}, est.config, self.mesh, broadcast=broadcast)
+        engine = StepEngine(est._model_fn, {self.mode: est._model_params(self.mode)}, est.config, self.mesh,
+                            broadcast=broadcast)
         self.session = Session(engine, self.mode, est._init_fn, self.store, first[0],
                                est.config.tf_random_seed, checkpoint_path,
                                shared=est.__dict__.setdefault("_compile_cache", {}))
