@@ -49,8 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _common import LoopClock, digits_batches  # benchmarks/ is on sys.path when run
 from flax.training import train_state
-from sklearn.datasets import load_digits
 
 import jaxspec
 
@@ -65,19 +65,6 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         x = nn.relu(nn.Dense(128)(x))
         return nn.Dense(10)(nn.relu(nn.Dense(64)(x)))
-
-
-def make_batches(steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """``steps`` global batches ``[steps, BATCH, 64]`` and ``[steps, BATCH]``: shuffled epochs."""
-    x, y = load_digits(return_X_y=True)
-    x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
-    rng, xs, ys = np.random.RandomState(SEED), [], []
-    while len(xs) < steps:
-        idx = rng.permutation(len(x))
-        for s in range(0, len(idx) - BATCH + 1, BATCH):
-            xs.append(x[idx[s:s + BATCH]])
-            ys.append(y[idx[s:s + BATCH]])
-    return np.stack(xs[:steps]), np.stack(ys[:steps])
 
 
 def init_fn(features: Any) -> train_state.TrainState:
@@ -101,21 +88,6 @@ def make_model_fn(spec_hook: bool) -> Any:
         return jaxspec.TPUEstimatorSpec(mode, loss=loss, train_op=state.apply_gradients(grads=grads),
                                         training_hooks=hooks)
     return model_fn
-
-
-class LoopClock(jaxspec.SessionRunHook):
-    """Records the time and the loss at the end of every loop (runs first of all hooks)."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self.losses: list[float] = []
-
-    def before_run(self, run_context: Any) -> jaxspec.SessionRunArgs:
-        return jaxspec.SessionRunArgs("loss")
-
-    def after_run(self, run_context: Any, run_values: Any) -> None:
-        self.times.append(time.perf_counter())
-        self.losses.append(float(run_values.results))
 
 
 class Bench:
@@ -186,7 +158,7 @@ def main() -> None:
     for noisy in ("absl", "orbax", "jax"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    xs, ys = make_batches(steps)
+    xs, ys = digits_batches(steps, BATCH, SEED)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples per call, "
           f"iterations_per_loop {args.ipl}, {args.repeats} repeats, periodic config every {args.every} steps (on)")
     results: dict[str, Any] = {}

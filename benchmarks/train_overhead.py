@@ -43,11 +43,11 @@ import flax.linen as nn
 import jax
 import numpy as np
 import optax
+from _common import LoopClock, digits_batches  # benchmarks/ is on sys.path when run
 from flax.training import train_state
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-from sklearn.datasets import load_digits
 
 import jaxspec
 
@@ -70,19 +70,6 @@ def loss_fn(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
 
 def init_params(x: np.ndarray) -> Any:
     return MLP().init(jax.random.PRNGKey(SEED), x[:1])
-
-
-def make_batches(steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """``steps`` global batches ``[steps, BATCH, 64]`` and ``[steps, BATCH]``: shuffled epochs."""
-    x, y = load_digits(return_X_y=True)
-    x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
-    rng, xs, ys = np.random.RandomState(SEED), [], []
-    while len(xs) < steps:
-        idx = rng.permutation(len(x))
-        for s in range(0, len(idx) - BATCH + 1, BATCH):
-            xs.append(x[idx[s:s + BATCH]])
-            ys.append(y[idx[s:s + BATCH]])
-    return np.stack(xs[:steps]), np.stack(ys[:steps])
 
 
 # -- baseline: jit(shard_map(scan)) ---------------------------------------------------------
@@ -131,21 +118,6 @@ def init_fn(features: Any) -> train_state.TrainState:
                                          tx=jaxspec.CrossShardOptimizer(optax.adam(LR)))
 
 
-class LoopClock(jaxspec.SessionRunHook):
-    """Records the time and last loss at the end of every loop."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self.losses: list[float] = []
-
-    def before_run(self, run_context: Any) -> jaxspec.SessionRunArgs:
-        return jaxspec.SessionRunArgs("loss")
-
-    def after_run(self, run_context: Any, run_values: Any) -> None:
-        self.times.append(time.perf_counter())
-        self.losses.append(float(run_values.results))
-
-
 def run_jaxspec(xs: np.ndarray, ys: np.ndarray, ipl: int) -> dict[str, float]:
     """Cold and warm ``train(steps=N)`` on a fresh model_dir; loops 2..k of the cold call."""
     def input_fn() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
@@ -188,7 +160,7 @@ def main() -> None:
     if steps % ipl or steps < 2 * ipl:
         ap.error("--steps must be a multiple of --iterations-per-loop and at least twice it")
 
-    xs, ys = make_batches(steps)
+    xs, ys = digits_batches(steps, BATCH, SEED)
     mesh = Mesh(np.array(jax.devices()), (AXIS,))
     sharding = NamedSharding(mesh, P(None, AXIS))
     params0 = init_params(xs[0])
