@@ -20,8 +20,8 @@ def digits_batches(steps: int, batch: int, seed: int = 0) -> tuple[np.ndarray, n
     while len(xs) < steps:
         idx = rng.permutation(len(x))
         for s in range(0, len(idx) - batch + 1, batch):
-            xs.append(x[idx[s:s + batch]])
-            ys.append(y[idx[s:s + batch]])
+            xs.append(x[idx[s : s + batch]])
+            ys.append(y[idx[s : s + batch]])
     return np.stack(xs[:steps]), np.stack(ys[:steps])
 
 

@@ -32,7 +32,7 @@ Throughput is examples/s at the median of ``--repeats`` runs (alternating, one p
 The ratio is a method's throughput over ``baseline``'s (1.0 = no overhead). Both sides'
 metric values are printed and must agree (same counts, same formulas).
 """
-# ruff: noqa: E402 - XLA_FLAGS must be set before jax is imported.
+
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ from pathlib import Path
 from typing import Any
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
 
 import jax
 import jax.numpy as jnp
@@ -112,15 +114,20 @@ def _cutoffs() -> np.ndarray:
     return np.asarray([0.0 - 1e-7] + inner + [1.0 + 1e-7], np.float32)
 
 
-def _threshold_counts(probs: jax.Array, pos: jax.Array, thresholds: jax.Array, counting: str
-                      ) -> dict[str, jax.Array]:
+def _threshold_counts(
+    probs: jax.Array, pos: jax.Array, thresholds: jax.Array, counting: str
+) -> dict[str, jax.Array]:
     """tp/fn/tn/fp per threshold, ``probs > t`` positive. ``compare``: every prediction
     against every threshold (TF's way, ``[T, N]``); ``bucket``: a binary search per
     prediction, a histogram and prefix/suffix sums (``O(N log T)``)."""
     if counting == "compare":
         above = probs[None, :] > thresholds[:, None]
-        return {"tp": jnp.sum(above & pos, 1).astype(jnp.float32), "fn": jnp.sum(~above & pos, 1).astype(jnp.float32),
-                "tn": jnp.sum(~above & ~pos, 1).astype(jnp.float32), "fp": jnp.sum(above & ~pos, 1).astype(jnp.float32)}
+        return {
+            "tp": jnp.sum(above & pos, 1).astype(jnp.float32),
+            "fn": jnp.sum(~above & pos, 1).astype(jnp.float32),
+            "tn": jnp.sum(~above & ~pos, 1).astype(jnp.float32),
+            "fp": jnp.sum(above & ~pos, 1).astype(jnp.float32),
+        }
     bucket = jnp.searchsorted(thresholds, probs, side="left")
     hist_pos = jnp.zeros(NUM_THRESHOLDS + 1).at[bucket].add(pos.astype(jnp.float32))
     hist_neg = jnp.zeros(NUM_THRESHOLDS + 1).at[bucket].add((~pos).astype(jnp.float32))
@@ -149,8 +156,12 @@ def make_baseline(mesh: Mesh, counting: str) -> Any:
             }
             return jax.tree.map(jnp.add, carry, stats), None
 
-        zeros = {"correct": jnp.zeros(()), **{k: jnp.zeros(NUM_THRESHOLDS) for k in ("tp", "fn", "tn", "fp")},
-                 "class_total": jnp.zeros(C), "class_correct": jnp.zeros(C)}
+        zeros = {
+            "correct": jnp.zeros(()),
+            **{k: jnp.zeros(NUM_THRESHOLDS) for k in ("tp", "fn", "tn", "fp")},
+            "class_total": jnp.zeros(C),
+            "class_correct": jnp.zeros(C),
+        }
         stats, _ = jax.lax.scan(body, zeros, (xs, ys))
         return jax.lax.psum(stats, AXIS)
 
@@ -166,18 +177,22 @@ def baseline_values(stats: dict[str, np.ndarray], examples: int) -> dict[str, fl
     fpr = s["fp"] / (s["fp"] + s["tn"] + eps)
     auc = np.sum((fpr[:-1] - fpr[1:]) * ((rec[:-1] + rec[1:]) / np.float32(2.0)))
     per_class = np.where(s["class_total"] > 0, s["class_correct"] / np.maximum(s["class_total"], 1), 0)
-    return {"accuracy": float(s["correct"] / examples), "auc": float(auc), "mean_per_class_accuracy":
-            float(np.mean(per_class))}
+    return {
+        "accuracy": float(s["correct"] / examples),
+        "auc": float(auc),
+        "mean_per_class_accuracy": float(np.mean(per_class)),
+    }
 
 
-def run_baseline(fn: Any, params: Any, xs: np.ndarray, ys: np.ndarray, ipl: int, sharding: NamedSharding
-                 ) -> tuple[float, dict[str, float]]:
+def run_baseline(
+    fn: Any, params: Any, xs: np.ndarray, ys: np.ndarray, ipl: int, sharding: NamedSharding
+) -> tuple[float, dict[str, float]]:
     """Seconds for all steps (host->mesh puts included) and the metric values."""
     add = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b))
     t0 = time.perf_counter()
     total = None
     for i in range(0, len(xs), ipl):
-        out = fn(params, jax.device_put(xs[i:i + ipl], sharding), jax.device_put(ys[i:i + ipl], sharding))
+        out = fn(params, jax.device_put(xs[i : i + ipl], sharding), jax.device_put(ys[i : i + ipl], sharding))
         total = out if total is None else add(total, out)
     stats = jax.tree.map(np.asarray, total)
     return time.perf_counter() - t0, baseline_values(stats, xs.shape[0] * xs.shape[1])
@@ -210,15 +225,30 @@ class LoopClock(jaxspec.SessionRunHook):
 
 
 def make_estimator(model_dir: str, params: Any, batch: int, ipl: int) -> jaxspec.TPUEstimator:
-    config = jaxspec.RunConfig(model_dir=model_dir, save_checkpoints_steps=None, save_checkpoints_secs=None,
-                               log_step_count_steps=None, save_summary_steps=0,
-                               tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl))
-    return jaxspec.TPUEstimator(model_fn, config=config, params={}, use_tpu=True, train_batch_size=batch,
-                                eval_batch_size=batch, init_fn=lambda: {"params": params})
+    config = jaxspec.RunConfig(
+        model_dir=model_dir,
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl),
+    )
+    return jaxspec.TPUEstimator(
+        model_fn,
+        config=config,
+        params={},
+        use_tpu=True,
+        train_batch_size=batch,
+        eval_batch_size=batch,
+        init_fn=lambda: {"params": params},
+    )
 
 
-def run_jaxspec(est: jaxspec.TPUEstimator, xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, dict[str, Any]]:
+def run_jaxspec(
+    est: jaxspec.TPUEstimator, xs: np.ndarray, ys: np.ndarray
+) -> tuple[float, float, dict[str, Any]]:
     """(seconds of the evaluate call, steady seconds scaled to all steps, results)."""
+
     def input_fn(params: dict[str, Any]) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
         return (({"x": xs[i]}, ys[i]) for i in range(len(xs)))
 
@@ -252,9 +282,14 @@ def main() -> None:
     mesh = Mesh(np.array(jax.devices()), (AXIS,))
     sharding = NamedSharding(mesh, P(None, AXIS))
     mesh_params = jax.device_put(params, NamedSharding(mesh, P()))
-    baselines = {"baseline": make_baseline(mesh, "bucket"), "baseline_compare": make_baseline(mesh, "compare")}
-    print(f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {batch} examples "
-          f"({examples} per evaluation), {ipl} steps per loop, {args.repeats} repeats")
+    baselines = {
+        "baseline": make_baseline(mesh, "bucket"),
+        "baseline_compare": make_baseline(mesh, "compare"),
+    }
+    print(
+        f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {batch} examples "
+        f"({examples} per evaluation), {ipl} steps per loop, {args.repeats} repeats"
+    )
 
     with tempfile.TemporaryDirectory(prefix="jaxspec_eval_bench_") as model_dir:
         est = make_estimator(model_dir, params, batch, ipl)
@@ -270,8 +305,10 @@ def main() -> None:
             t_js, t_loops, results = run_jaxspec(est, xs, ys)
             times["jaxspec"].append(t_js)
             times["jaxspec_loops"].append(t_loops)
-            print(f"rep {rep}: baseline {times['baseline'][-1]:.3f}s  baseline_compare "
-                  f"{times['baseline_compare'][-1]:.3f}s  jaxspec evaluate {t_js:.3f}s  steady loops {t_loops:.3f}s")
+            print(
+                f"rep {rep}: baseline {times['baseline'][-1]:.3f}s  baseline_compare "
+                f"{times['baseline_compare'][-1]:.3f}s  jaxspec evaluate {t_js:.3f}s  steady loops {t_loops:.3f}s"
+            )
 
     names = ("accuracy", "auc", "mean_per_class_accuracy")
     diffs = {k: max(abs(results[k] - v[k]) for v in base_values.values()) for k in names}
@@ -279,22 +316,42 @@ def main() -> None:
     rows: dict[str, dict[str, Any]] = {}
     for name, ts in times.items():
         med = statistics.median(ts)
-        rows[name] = {"median_s": med, "min_s": min(ts), "max_s": max(ts), "examples_per_s": examples / med,
-                      "ratio_vs_baseline": (examples / med) / base_rate, "times_s": ts}
+        rows[name] = {
+            "median_s": med,
+            "min_s": min(ts),
+            "max_s": max(ts),
+            "examples_per_s": examples / med,
+            "ratio_vs_baseline": (examples / med) / base_rate,
+            "times_s": ts,
+        }
     print(f"\n{'method':<17}{'median s':>10}{'min s':>9}{'max s':>9}{'examples/s':>12}{'ratio':>8}")
     for name, r in rows.items():
-        print(f"{name:<17}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
-              f"{r['examples_per_s']:>12.0f}{r['ratio_vs_baseline']:>8.2f}")
+        print(
+            f"{name:<17}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
+            f"{r['examples_per_s']:>12.0f}{r['ratio_vs_baseline']:>8.2f}"
+        )
     print(f"(first evaluate call, with tracing and compilation: {cold:.3f}s)")
-    print("\nmetric values   " + "  ".join(f"{k}: jaxspec {results[k]:.6f} baseline {base_values['baseline'][k]:.6f}"
-                                          for k in names))
-    print(f"throughput ratio jaxspec/baseline (median, whole evaluate call): "
-          f"{rows['jaxspec']['ratio_vs_baseline']:.2f}; steady loops: {rows['jaxspec_loops']['ratio_vs_baseline']:.2f}")
+    print(
+        "\nmetric values   "
+        + "  ".join(f"{k}: jaxspec {results[k]:.6f} baseline {base_values['baseline'][k]:.6f}" for k in names)
+    )
+    print(
+        f"throughput ratio jaxspec/baseline (median, whole evaluate call): "
+        f"{rows['jaxspec']['ratio_vs_baseline']:.2f}; steady loops: {rows['jaxspec_loops']['ratio_vs_baseline']:.2f}"
+    )
 
     result = {
-        "config": {"steps": steps, "global_batch": batch, "examples": examples, "iterations_per_loop": ipl,
-                   "repeats": args.repeats, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-                   "jax": jax.__version__, "jaxspec": jaxspec.__version__},
+        "config": {
+            "steps": steps,
+            "global_batch": batch,
+            "examples": examples,
+            "iterations_per_loop": ipl,
+            "repeats": args.repeats,
+            "devices": jax.device_count(),
+            "platform": jax.devices()[0].platform,
+            "jax": jax.__version__,
+            "jaxspec": jaxspec.__version__,
+        },
         "methods": rows,
         "first_evaluate_s": cold,
         "values": {"jaxspec": {k: results[k] for k in names}, "baseline": base_values, "max_abs_diff": diffs},

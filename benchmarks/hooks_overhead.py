@@ -26,7 +26,7 @@ that runs first in both settings), scaled to N steps: per-loop cost, hooks inclu
 without tracing, compiling, restoring or the final save. ``call`` is the whole call.
 Ratios are on median / off median. On CPU this is framework overhead, not device speed.
 """
-# ruff: noqa: E402 - XLA_FLAGS must be set before jax is imported.
+
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
 
 import flax.linen as nn
 import jax
@@ -69,12 +71,14 @@ class MLP(nn.Module):
 
 def init_fn(features: Any) -> train_state.TrainState:
     params = MLP().init(jax.random.PRNGKey(SEED), features["x"][:1])
-    return train_state.TrainState.create(apply_fn=MLP().apply, params=params,
-                                         tx=jaxspec.CrossShardOptimizer(optax.adam(LR)))
+    return train_state.TrainState.create(
+        apply_fn=MLP().apply, params=params, tx=jaxspec.CrossShardOptimizer(optax.adam(LR))
+    )
 
 
 def make_model_fn(spec_hook: bool) -> Any:
     """A TRAIN model_fn; with ``spec_hook`` its spec carries a LoggingTensorHook on an array."""
+
     def model_fn(features: Any, labels: Any, mode: str, params: Any, state: Any) -> jaxspec.TPUEstimatorSpec:
         def loss_of(p: Any) -> tuple[jax.Array, jax.Array]:
             logits = state.apply_fn(p, features["x"])
@@ -85,8 +89,10 @@ def make_model_fn(spec_hook: bool) -> Any:
         if spec_hook:
             confidence = jnp.max(jax.nn.softmax(logits), axis=-1).mean()
             hooks.append(jaxspec.LoggingTensorHook({"confidence": confidence}, every_n_iter=1))
-        return jaxspec.TPUEstimatorSpec(mode, loss=loss, train_op=state.apply_gradients(grads=grads),
-                                        training_hooks=hooks)
+        return jaxspec.TPUEstimatorSpec(
+            mode, loss=loss, train_op=state.apply_gradients(grads=grads), training_hooks=hooks
+        )
+
     return model_fn
 
 
@@ -97,29 +103,41 @@ class Bench:
         self.on, self.ipl, self.xs, self.ys = on, ipl, xs, ys
         self.model_dir = os.path.join(root, f"{'on' if on else 'off'}_ipl{ipl}")
         periodic: dict[str, Any] = (
-            dict(save_checkpoints_steps=every, save_summary_steps=every, log_step_count_steps=every) if on
-            else dict(save_checkpoints_steps=None, save_summary_steps=NEVER, log_step_count_steps=NEVER))
-        config = jaxspec.RunConfig(tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl),
-                                   save_checkpoints_secs=None, **periodic)
-        self.est = jaxspec.TPUEstimator(make_model_fn(on), model_dir=self.model_dir, config=config, use_tpu=True,
-                                        train_batch_size=BATCH, init_fn=init_fn)
+            dict(save_checkpoints_steps=every, save_summary_steps=every, log_step_count_steps=every)
+            if on
+            else dict(save_checkpoints_steps=None, save_summary_steps=NEVER, log_step_count_steps=NEVER)
+        )
+        config = jaxspec.RunConfig(
+            tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl), save_checkpoints_secs=None, **periodic
+        )
+        self.est = jaxspec.TPUEstimator(
+            make_model_fn(on),
+            model_dir=self.model_dir,
+            config=config,
+            use_tpu=True,
+            train_batch_size=BATCH,
+            init_fn=init_fn,
+        )
         self.global_step = 0
 
     def input_fn(self, steps: int) -> Any:
         def fn() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
             return (({"x": self.xs[i]}, self.ys[i]) for i in range(steps))
+
         return fn
 
     def hooks(self, clock: LoopClock, last_step: int) -> list[jaxspec.SessionRunHook]:
         if not self.on:
             return [clock]
         events = os.path.join(self.model_dir, "hooks")
-        return [clock,
-                jaxspec.LoggingTensorHook({"loss": "loss", "step": "global_step"}, every_n_iter=1),
-                jaxspec.StepCounterHook(every_n_steps=1, output_dir=events),
-                jaxspec.SummarySaverHook(save_steps=1, output_dir=events, summary_op={"loss": "loss"}),
-                jaxspec.NanTensorHook("loss"),
-                jaxspec.StopAtStepHook(last_step=last_step)]
+        return [
+            clock,
+            jaxspec.LoggingTensorHook({"loss": "loss", "step": "global_step"}, every_n_iter=1),
+            jaxspec.StepCounterHook(every_n_steps=1, output_dir=events),
+            jaxspec.SummarySaverHook(save_steps=1, output_dir=events, summary_op={"loss": "loss"}),
+            jaxspec.NanTensorHook("loss"),
+            jaxspec.StopAtStepHook(last_step=last_step),
+        ]
 
     def train(self, steps: int) -> dict[str, float]:
         """One ``train(steps=steps)``: whole-call and steady-state seconds, final loss."""
@@ -134,7 +152,13 @@ class Bench:
 
 def summary(times: list[float], steps: int) -> dict[str, Any]:
     med = statistics.median(times)
-    return {"median_s": med, "min_s": min(times), "max_s": max(times), "steps_per_s": steps / med, "times_s": times}
+    return {
+        "median_s": med,
+        "min_s": min(times),
+        "max_s": max(times),
+        "steps_per_s": steps / med,
+        "times_s": times,
+    }
 
 
 def main() -> None:
@@ -142,8 +166,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300, help="steps per timed train() call")
     ap.add_argument("--repeats", type=int, default=4, help="timed calls per setting")
     ap.add_argument("--ipl", type=int, nargs="+", default=[1, 100], help="iterations_per_loop values")
-    ap.add_argument("--every", type=int, default=100,
-                    help="save_checkpoints_steps, save_summary_steps and log_step_count_steps when hooks are on")
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=100,
+        help="save_checkpoints_steps, save_summary_steps and log_step_count_steps when hooks are on",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "hooks_overhead.json"))
     args = ap.parse_args()
     steps = args.steps
@@ -159,8 +187,10 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     xs, ys = digits_batches(steps, BATCH, SEED)
-    print(f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples per call, "
-          f"iterations_per_loop {args.ipl}, {args.repeats} repeats, periodic config every {args.every} steps (on)")
+    print(
+        f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples per call, "
+        f"iterations_per_loop {args.ipl}, {args.repeats} repeats, periodic config every {args.every} steps (on)"
+    )
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="jaxspec_hooks_bench_") as root:
         for ipl in args.ipl:
@@ -171,32 +201,57 @@ def main() -> None:
             for rep in range(args.repeats):
                 for name, b in benches.items():
                     runs[name].append(b.train(steps))
-                print(f"ipl {ipl:>3} rep {rep}: " + "  ".join(
-                    f"{n} steady {r[-1]['steady']:.3f}s call {r[-1]['call']:.3f}s" for n, r in runs.items()))
+                print(
+                    f"ipl {ipl:>3} rep {rep}: "
+                    + "  ".join(
+                        f"{n} steady {r[-1]['steady']:.3f}s call {r[-1]['call']:.3f}s"
+                        for n, r in runs.items()
+                    )
+                )
             row: dict[str, Any] = {}
             for kind in ("steady", "call"):
                 off, on = (summary([r[kind] for r in runs[n]], steps) for n in ("off", "on"))
-                row[kind] = {"off": off, "on": on, "ratio_on_off": on["median_s"] / off["median_s"],
-                             "overhead_ms_per_loop": 1e3 * (on["median_s"] - off["median_s"]) / (steps // ipl)}
-            row["loss_max_abs_diff"] = max(abs(a["loss"] - b["loss"]) for a, b in zip(*runs.values(), strict=True))
+                row[kind] = {
+                    "off": off,
+                    "on": on,
+                    "ratio_on_off": on["median_s"] / off["median_s"],
+                    "overhead_ms_per_loop": 1e3 * (on["median_s"] - off["median_s"]) / (steps // ipl),
+                }
+            row["loss_max_abs_diff"] = max(
+                abs(a["loss"] - b["loss"]) for a, b in zip(*runs.values(), strict=True)
+            )
             results[str(ipl)] = row
 
-    print(f"\n{'ipl':>4} {'timed':<7}{'off med s':>10}{'min':>7}{'max':>7}{'on med s':>10}{'min':>7}{'max':>7}"
-          f"{'on/off':>8}{'+ms/loop':>10}")
+    print(
+        f"\n{'ipl':>4} {'timed':<7}{'off med s':>10}{'min':>7}{'max':>7}{'on med s':>10}{'min':>7}{'max':>7}"
+        f"{'on/off':>8}{'+ms/loop':>10}"
+    )
     for ipl, row in results.items():
         for kind in ("steady", "call"):
             r = row[kind]
             off, on = r["off"], r["on"]
-            print(f"{ipl:>4} {kind:<7}{off['median_s']:>10.3f}{off['min_s']:>7.3f}{off['max_s']:>7.3f}"
-                  f"{on['median_s']:>10.3f}{on['min_s']:>7.3f}{on['max_s']:>7.3f}{r['ratio_on_off']:>8.2f}"
-                  f"{r['overhead_ms_per_loop']:>10.2f}")
-    print("final loss on vs off, max |diff|: " + ", ".join(
-        f"ipl {ipl} {row['loss_max_abs_diff']:.1e}" for ipl, row in results.items()))
+            print(
+                f"{ipl:>4} {kind:<7}{off['median_s']:>10.3f}{off['min_s']:>7.3f}{off['max_s']:>7.3f}"
+                f"{on['median_s']:>10.3f}{on['min_s']:>7.3f}{on['max_s']:>7.3f}{r['ratio_on_off']:>8.2f}"
+                f"{r['overhead_ms_per_loop']:>10.2f}"
+            )
+    print(
+        "final loss on vs off, max |diff|: "
+        + ", ".join(f"ipl {ipl} {row['loss_max_abs_diff']:.1e}" for ipl, row in results.items())
+    )
 
     result = {
-        "config": {"steps": steps, "repeats": args.repeats, "iterations_per_loop": args.ipl, "every": args.every,
-                   "global_batch": BATCH, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-                   "jax": jax.__version__, "jaxspec": jaxspec.__version__},
+        "config": {
+            "steps": steps,
+            "repeats": args.repeats,
+            "iterations_per_loop": args.ipl,
+            "every": args.every,
+            "global_batch": BATCH,
+            "devices": jax.device_count(),
+            "platform": jax.devices()[0].platform,
+            "jax": jax.__version__,
+            "jaxspec": jaxspec.__version__,
+        },
         "iterations_per_loop": results,
     }
     out = Path(args.out)

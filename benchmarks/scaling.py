@@ -28,6 +28,7 @@ accelerators the same script shows scaling (a configuration that needs more devi
 than there are is reported as failed). The final losses of all configurations must agree
 (same global batches, same math).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,19 +79,24 @@ def worker(devices: int, steps: int, repeats: int, ipl: int, model_dir: str, out
 
     def init_fn(rng: jax.Array, features: Any) -> train_state.TrainState:
         params = jax.jit(MLP().init)(rng, features["x"][:1])  # one compile, not one per eager op
-        return train_state.TrainState.create(apply_fn=MLP().apply, params=params,
-                                             tx=jaxspec.CrossShardOptimizer(optax.adam(LR)))
+        return train_state.TrainState.create(
+            apply_fn=MLP().apply, params=params, tx=jaxspec.CrossShardOptimizer(optax.adam(LR))
+        )
 
     x, y = load_digits(return_X_y=True)
     x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
     rng = np.random.RandomState(SEED)  # shuffled epochs, cut into global batches
-    order = np.concatenate([rng.permutation(len(x)) for _ in range(steps * BATCH // len(x) + 1)])[:steps * BATCH]
+    order = np.concatenate([rng.permutation(len(x)) for _ in range(steps * BATCH // len(x) + 1)])[
+        : steps * BATCH
+    ]
     xs, ys = x[order].reshape(steps, BATCH, -1), y[order].reshape(steps, BATCH)
 
     def input_fn(params: dict[str, Any]) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
         """Global batch k, this host's rows of it (params['batch_size'] is the per-host batch)."""
         b, host = params["batch_size"], params["context"].current_host
-        return (({"x": xs[k, host * b:(host + 1) * b]}, ys[k, host * b:(host + 1) * b]) for k in range(steps))
+        return (
+            ({"x": xs[k, host * b : (host + 1) * b]}, ys[k, host * b : (host + 1) * b]) for k in range(steps)
+        )
 
     class LoopClock(jaxspec.SessionRunHook):
         """The time at the end of every loop (fetching the loss waits for the device)."""
@@ -106,11 +112,18 @@ def worker(devices: int, steps: int, repeats: int, ipl: int, model_dir: str, out
             self.times.append(time.perf_counter())
             self.loss = float(run_values.results)
 
-    config = jaxspec.RunConfig(model_dir=model_dir, tf_random_seed=SEED, save_checkpoints_steps=None,
-                               save_checkpoints_secs=None, save_summary_steps=NEVER, log_step_count_steps=NEVER,
-                               tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl, num_shards=devices))
-    est = jaxspec.TPUEstimator(model_fn, config=config, params={}, use_tpu=True, train_batch_size=BATCH,
-                               init_fn=init_fn)
+    config = jaxspec.RunConfig(
+        model_dir=model_dir,
+        tf_random_seed=SEED,
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        save_summary_steps=NEVER,
+        log_step_count_steps=NEVER,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl, num_shards=devices),
+    )
+    est = jaxspec.TPUEstimator(
+        model_fn, config=config, params={}, use_tpu=True, train_batch_size=BATCH, init_fn=init_fn
+    )
     t0 = time.perf_counter()
     est.train(input_fn, steps=ipl)  # warm-up: one loop (compile, state init, first checkpoint)
     warmup = time.perf_counter() - t0
@@ -122,9 +135,18 @@ def worker(devices: int, steps: int, repeats: int, ipl: int, model_dir: str, out
         calls.append(time.perf_counter() - t0)
         loops.append((clock.times[-1] - clock.times[0]) * steps / (steps - ipl))
         losses.append(clock.loss)
-    result = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count(),
-              "replicas": devices, "platform": jax.devices()[0].platform, "warmup_s": warmup,
-              "call_s": calls, "loops_s": loops, "final_loss": losses, "jax": jax.__version__}
+    result = {
+        "process": jax.process_index(),
+        "processes": jax.process_count(),
+        "devices": jax.device_count(),
+        "replicas": devices,
+        "platform": jax.devices()[0].platform,
+        "warmup_s": warmup,
+        "call_s": calls,
+        "loops_s": loops,
+        "final_loss": losses,
+        "jax": jax.__version__,
+    }
     Path(out).write_text(json.dumps(result) + "\n")
 
 
@@ -148,11 +170,31 @@ def run_config(devices: int, processes: int, args: argparse.Namespace, timeout: 
                 task = {"type": "chief", "index": 0} if p == 0 else {"type": "worker", "index": p - 1}
                 env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
             out = os.path.join(tmp, f"process{p}.json")
-            cmd = [sys.executable, __file__, "--worker", "--devices", str(devices), "--steps", str(args.steps),
-                   "--repeats", str(args.repeats), "--iterations-per-loop", str(args.iterations_per_loop),
-                   "--model-dir", os.path.join(tmp, "model"), "--out", out]
-            procs.append((subprocess.Popen(cmd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                           text=True), out))
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--devices",
+                str(devices),
+                "--steps",
+                str(args.steps),
+                "--repeats",
+                str(args.repeats),
+                "--iterations-per-loop",
+                str(args.iterations_per_loop),
+                "--model-dir",
+                os.path.join(tmp, "model"),
+                "--out",
+                out,
+            ]
+            procs.append(
+                (
+                    subprocess.Popen(
+                        cmd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                    ),
+                    out,
+                )
+            )
         results, failure = [], None
         for proc, out in procs:
             try:
@@ -173,8 +215,15 @@ def run_config(devices: int, processes: int, args: argparse.Namespace, timeout: 
 
 def summary(times: list[float], steps: int) -> dict[str, Any]:
     med = statistics.median(times)
-    return {"median_s": med, "min_s": min(times), "max_s": max(times), "steps_per_s": steps / med,
-            "steps_per_s_min": steps / max(times), "steps_per_s_max": steps / min(times), "times_s": times}
+    return {
+        "median_s": med,
+        "min_s": min(times),
+        "max_s": max(times),
+        "steps_per_s": steps / med,
+        "steps_per_s_min": steps / max(times),
+        "steps_per_s_max": steps / min(times),
+        "times_s": times,
+    }
 
 
 def main() -> None:
@@ -209,11 +258,20 @@ def main() -> None:
             row["error"] = res["error"]
             print(f"config {name}: FAILED {res['error'][-600:]}")
         else:
-            row.update(platform=res["platform"], warmup_s=res["warmup_s"], final_loss=res["final_loss"],
-                       call=summary(res["call_s"], steps), loops=summary(res["loops_s"], steps))
-            print(f"config {name}: {time.perf_counter() - t0:.1f}s wall, calls "
-                  + " ".join(f"{t:.2f}" for t in res["call_s"]) + "s, loops "
-                  + " ".join(f"{t:.2f}" for t in res["loops_s"]) + "s")
+            row.update(
+                platform=res["platform"],
+                warmup_s=res["warmup_s"],
+                final_loss=res["final_loss"],
+                call=summary(res["call_s"], steps),
+                loops=summary(res["loops_s"], steps),
+            )
+            print(
+                f"config {name}: {time.perf_counter() - t0:.1f}s wall, calls "
+                + " ".join(f"{t:.2f}" for t in res["call_s"])
+                + "s, loops "
+                + " ".join(f"{t:.2f}" for t in res["loops_s"])
+                + "s"
+            )
         rows[name] = row
 
     ref = rows.get("1", {})
@@ -221,8 +279,10 @@ def main() -> None:
         for kind in ("call", "loops"):
             if kind in row and kind in ref:
                 row[kind]["ratio_vs_1_device"] = row[kind]["steps_per_s"] / ref[kind]["steps_per_s"]
-    print(f"\n{'config':<8}{'devices':>8}{'procs':>6}{'loops steps/s (min-max)':>26}{'x 1dev':>8}"
-          f"{'call steps/s (min-max)':>25}{'x 1dev':>8}")
+    print(
+        f"\n{'config':<8}{'devices':>8}{'procs':>6}{'loops steps/s (min-max)':>26}{'x 1dev':>8}"
+        f"{'call steps/s (min-max)':>25}{'x 1dev':>8}"
+    )
     for name, row in rows.items():
         line = f"{name:<8}{row['devices']:>8}{row['processes']:>6}"
         if "error" in row:
@@ -236,16 +296,28 @@ def main() -> None:
         print(line)
 
     ok = [r for r in rows.values() if "final_loss" in r]
-    diff = max((abs(a - b) for r in ok for a, b in zip(r["final_loss"], ok[0]["final_loss"], strict=True)),
-               default=0.0)
+    diff = max(
+        (abs(a - b) for r in ok for a, b in zip(r["final_loss"], ok[0]["final_loss"], strict=True)),
+        default=0.0,
+    )
     if ok:
-        print(f"\nfinal loss (step {ipl + args.repeats * steps}): "
-              + "  ".join(f"{n} {r['final_loss'][-1]:.6g}" for n, r in rows.items() if "final_loss" in r)
-              + f"  max |diff| {diff:.1e} (same batches and math: should be ~1e-6 or less)")
+        print(
+            f"\nfinal loss (step {ipl + args.repeats * steps}): "
+            + "  ".join(f"{n} {r['final_loss'][-1]:.6g}" for n, r in rows.items() if "final_loss" in r)
+            + f"  max |diff| {diff:.1e} (same batches and math: should be ~1e-6 or less)"
+        )
 
-    result = {"config": {"steps": steps, "repeats": args.repeats, "iterations_per_loop": ipl,
-                         "global_batch": BATCH, "cpu_count": os.cpu_count()},
-              "configs": rows, "final_loss_max_abs_diff": diff}
+    result = {
+        "config": {
+            "steps": steps,
+            "repeats": args.repeats,
+            "iterations_per_loop": ipl,
+            "global_batch": BATCH,
+            "cpu_count": os.cpu_count(),
+        },
+        "configs": rows,
+        "final_loss_max_abs_diff": diff,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

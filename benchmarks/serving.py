@@ -62,10 +62,14 @@ def model_fn(features, labels, mode, state):
     logits = state.apply_fn(state.params, features["x"])
     if mode == jaxspec.ModeKeys.PREDICT:
         out = {"class_ids": jnp.argmax(logits, -1), "probabilities": jax.nn.softmax(logits)}
-        return jaxspec.EstimatorSpec(mode, predictions=out, export_outputs={"serving_default": PredictOutput(out)})
+        return jaxspec.EstimatorSpec(
+            mode, predictions=out, export_outputs={"serving_default": PredictOutput(out)}
+        )
 
     def loss_of(p):
-        return optax.softmax_cross_entropy_with_integer_labels(state.apply_fn(p, features["x"]), labels).mean()
+        return optax.softmax_cross_entropy_with_integer_labels(
+            state.apply_fn(p, features["x"]), labels
+        ).mean()
 
     loss, grads = jax.value_and_grad(loss_of)(state.params)
     return jaxspec.EstimatorSpec(mode, loss=loss, train_op=state.apply_gradients(grads=grads))
@@ -99,10 +103,16 @@ def main(calls: int, out: str) -> dict[str, Any]:
     rs = np.random.RandomState(0)
     x_train = rs.rand(256, 64).astype(np.float32)
     y_train = rs.randint(0, 10, 256).astype(np.int32)
-    est = jaxspec.Estimator(model_fn, os.path.join(workdir, "model"), init_fn=init_fn,
-                            config=jaxspec.RunConfig(log_step_count_steps=None, save_summary_steps=None))
-    est.train(lambda: iter([({"x": x_train[s:s + 64]}, y_train[s:s + 64]) for s in range(0, 256, 64)]))
-    receiver = tf_bridge.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 64], tf.float32, name="x")})
+    est = jaxspec.Estimator(
+        model_fn,
+        os.path.join(workdir, "model"),
+        init_fn=init_fn,
+        config=jaxspec.RunConfig(log_step_count_steps=None, save_summary_steps=None),
+    )
+    est.train(lambda: iter([({"x": x_train[s : s + 64]}, y_train[s : s + 64]) for s in range(0, 256, 64)]))
+    receiver = tf_bridge.build_raw_serving_input_receiver_fn(
+        {"x": tf.TensorSpec([None, 64], tf.float32, name="x")}
+    )
     export_dir = est.export_saved_model(os.path.join(workdir, "export"), receiver).decode()
     loaded = tf.saved_model.load(export_dir)  # kept: its signatures use its variables
     serving = loaded.signatures["serving_default"]
@@ -110,18 +120,31 @@ def main(calls: int, out: str) -> dict[str, Any]:
     # jaxspec's compiled predict step, with the checkpoint's state.
     engine = StepEngine(est.model_fn, {jaxspec.ModeKeys.PREDICT: {}}, est.config, mesh=None)
     loop = engine.predict_loop()
-    params = {name.removeprefix("params/"): est.get_variable_value(name)
-              for name in est.get_variable_names() if name.startswith("params/")}
+    params = {
+        name.removeprefix("params/"): est.get_variable_value(name)
+        for name in est.get_variable_names()
+        if name.startswith("params/")
+    }
     state = init_fn(jax.random.PRNGKey(0), {"x": x_train[:1]})
-    state = state.replace(params=jax.tree_util.tree_map_with_path(
-        lambda p, _: jnp.asarray(params[jax.tree_util.keystr(p, simple=True, separator="/")]), state.params))
+    state = state.replace(
+        params=jax.tree_util.tree_map_with_path(
+            lambda p, _: jnp.asarray(params[jax.tree_util.keystr(p, simple=True, separator="/")]),
+            state.params,
+        )
+    )
     key = jax.random.PRNGKey(0)
     step = jnp.zeros((), jnp.int32)
 
     # Keras: the same layers, the same weights, exported by Keras.
-    kmodel = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
-                               keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10),
-                               keras.layers.Softmax()])
+    kmodel = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+            keras.layers.Softmax(),
+        ]
+    )
     for i, layer in enumerate(kmodel.layers[:3]):
         layer.set_weights([params[f"params/Dense_{i}/kernel"], params[f"params/Dense_{i}/bias"]])
     keras_dir = os.path.join(workdir, "keras")
@@ -142,8 +165,9 @@ def main(calls: int, out: str) -> dict[str, Any]:
         assert agree <= 1e-5, f"the three disagree by {agree}"
         row = {
             "tf_savedmodel": _time(lambda x_tf=x_tf: serving(x=x_tf)["probabilities"].numpy(), calls),
-            "jaxspec_predict": _time(lambda c=compiled, x=x_jax: jax.block_until_ready(c(state, step, key, {"x": x})),
-                                     calls),
+            "jaxspec_predict": _time(
+                lambda c=compiled, x=x_jax: jax.block_until_ready(c(state, step, key, {"x": x})), calls
+            ),
             "keras": _time(lambda x_tf=x_tf: keras_serve(x_tf).numpy(), calls),
             "max_abs_diff": agree,
         }
@@ -151,14 +175,20 @@ def main(calls: int, out: str) -> dict[str, Any]:
         row["tf_over_keras"] = row["tf_savedmodel"]["median_us"] / row["keras"]["median_us"]
         rows[str(batch)] = row
 
-    print(f"{'batch':>5} | {'tf_savedmodel':>18} | {'jaxspec_predict':>18} | {'keras':>18} | tf/jax | tf/keras")
+    print(
+        f"{'batch':>5} | {'tf_savedmodel':>18} | {'jaxspec_predict':>18} | {'keras':>18} | tf/jax | tf/keras"
+    )
     for batch, row in rows.items():
-        cells = " | ".join(f"{row[k]['median_us']:8.0f} ({row[k]['p90_us']:6.0f})"
-                           for k in ("tf_savedmodel", "jaxspec_predict", "keras"))
+        cells = " | ".join(
+            f"{row[k]['median_us']:8.0f} ({row[k]['p90_us']:6.0f})"
+            for k in ("tf_savedmodel", "jaxspec_predict", "keras")
+        )
         print(f"{batch:>5} | {cells} | {row['tf_over_jax']:6.2f} | {row['tf_over_keras']:8.2f}")
     print("median (p90) microseconds per call")
     result = {
-        "calls": calls, "warmup": WARMUP, "batches": rows,
+        "calls": calls,
+        "warmup": WARMUP,
+        "batches": rows,
         "versions": {"jax": jax.__version__, "tensorflow": tf.__version__, "keras": keras.__version__},
         "cpu_count": os.cpu_count(),
     }

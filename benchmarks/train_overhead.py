@@ -22,7 +22,7 @@ Each ratio divides a jaxspec median by the baseline median. The final training l
 of the two must agree (same math, same data order). On CPU (virtual devices) the numbers
 show framework overhead, not accelerator speed.
 """
-# ruff: noqa: E402 - XLA_FLAGS must be set before jax is imported.
+
 
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
 
 import flax.linen as nn
 import jax
@@ -90,17 +92,19 @@ def make_baseline(mesh: Mesh) -> Callable[..., Any]:
         return params, opt_state, losses
 
     specs = (P(), P(), P(None, AXIS), P(None, AXIS))
-    return jax.jit(jax.shard_map(loop, mesh=mesh, in_specs=specs, out_specs=(P(), P(), P(None, AXIS)),
-                                 check_vma=False))
+    return jax.jit(
+        jax.shard_map(loop, mesh=mesh, in_specs=specs, out_specs=(P(), P(), P(None, AXIS)), check_vma=False)
+    )
 
 
-def run_baseline(fn: Callable[..., Any], state0: Any, xs: np.ndarray, ys: np.ndarray, ipl: int,
-                 sharding: NamedSharding) -> tuple[float, float]:
+def run_baseline(
+    fn: Callable[..., Any], state0: Any, xs: np.ndarray, ys: np.ndarray, ipl: int, sharding: NamedSharding
+) -> tuple[float, float]:
     """Seconds for ``len(xs)`` steps (host->mesh puts included) and the last step's loss."""
     params, opt_state = state0
     t0 = time.perf_counter()
     for i in range(0, len(xs), ipl):
-        x, y = jax.device_put(xs[i:i + ipl], sharding), jax.device_put(ys[i:i + ipl], sharding)
+        x, y = jax.device_put(xs[i : i + ipl], sharding), jax.device_put(ys[i : i + ipl], sharding)
         params, opt_state, losses = fn(params, opt_state, x, y)
     last = float(np.asarray(losses)[-1].mean())  # replica mean on the host, as jaxspec
     jax.block_until_ready(params)
@@ -114,21 +118,36 @@ def model_fn(features: Any, labels: Any, mode: str, params: Any, state: Any) -> 
 
 
 def init_fn(features: Any) -> train_state.TrainState:
-    return train_state.TrainState.create(apply_fn=MLP().apply, params=init_params(features["x"]),
-                                         tx=jaxspec.CrossShardOptimizer(optax.adam(LR)))
+    return train_state.TrainState.create(
+        apply_fn=MLP().apply,
+        params=init_params(features["x"]),
+        tx=jaxspec.CrossShardOptimizer(optax.adam(LR)),
+    )
 
 
 def run_jaxspec(xs: np.ndarray, ys: np.ndarray, ipl: int) -> dict[str, float]:
     """Cold and warm ``train(steps=N)`` on a fresh model_dir; loops 2..k of the cold call."""
+
     def input_fn() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
         return (({"x": xs[i]}, ys[i]) for i in range(len(xs)))
 
-    config = jaxspec.RunConfig(tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl), save_checkpoints_steps=None,
-                               save_checkpoints_secs=None, save_summary_steps=NEVER, log_step_count_steps=NEVER)
+    config = jaxspec.RunConfig(
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        save_summary_steps=NEVER,
+        log_step_count_steps=NEVER,
+    )
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="jaxspec_bench_") as model_dir:
-        est = jaxspec.TPUEstimator(model_fn, model_dir=model_dir, config=config, use_tpu=True,
-                                   train_batch_size=BATCH, init_fn=init_fn)
+        est = jaxspec.TPUEstimator(
+            model_fn,
+            model_dir=model_dir,
+            config=config,
+            use_tpu=True,
+            train_batch_size=BATCH,
+            init_fn=init_fn,
+        )
         for name in ("cold", "warm"):
             clock = LoopClock()
             t0 = time.perf_counter()
@@ -143,7 +162,13 @@ def run_jaxspec(xs: np.ndarray, ys: np.ndarray, ipl: int) -> dict[str, float]:
 # -- driver ---------------------------------------------------------------------------------
 def summary(times: list[float], steps: int, base: float | None) -> dict[str, Any]:
     med = statistics.median(times)
-    row = {"median_s": med, "min_s": min(times), "max_s": max(times), "steps_per_s": steps / med, "times_s": times}
+    row = {
+        "median_s": med,
+        "min_s": min(times),
+        "max_s": max(times),
+        "steps_per_s": steps / med,
+        "times_s": times,
+    }
     if base is not None:
         row["ratio_vs_baseline"] = med / base
     return row
@@ -166,11 +191,13 @@ def main() -> None:
     params0 = init_params(xs[0])
     state0 = jax.device_put((params0, optax.adam(LR).init(params0)), NamedSharding(mesh, P()))
     baseline = make_baseline(mesh)
-    print(f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples, "
-          f"{ipl} steps per loop, {args.repeats} repeats")
+    print(
+        f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples, "
+        f"{ipl} steps per loop, {args.repeats} repeats"
+    )
 
-    run_baseline(baseline, state0, xs[:2 * ipl], ys[:2 * ipl], ipl, sharding)  # warm-up: compile
-    run_jaxspec(xs[:2 * ipl], ys[:2 * ipl], ipl)  # warm-up: imports, orbax, jax caches
+    run_baseline(baseline, state0, xs[: 2 * ipl], ys[: 2 * ipl], ipl, sharding)  # warm-up: compile
+    run_jaxspec(xs[: 2 * ipl], ys[: 2 * ipl], ipl)  # warm-up: imports, orbax, jax caches
     times: dict[str, list[float]] = {"baseline": [], "cold": [], "warm": [], "loops": []}
     losses: dict[str, list[float]] = {"baseline": [], "jaxspec": []}
     for rep in range(args.repeats):
@@ -181,8 +208,10 @@ def main() -> None:
         for k in ("cold", "warm", "loops"):
             times[k].append(js[k])
         losses["jaxspec"].append(js["loss"])
-        print(f"rep {rep}: baseline {t:.3f}s  jaxspec cold {js['cold']:.3f}s warm {js['warm']:.3f}s "
-              f"loops {js['loops']:.3f}s")
+        print(
+            f"rep {rep}: baseline {t:.3f}s  jaxspec cold {js['cold']:.3f}s warm {js['warm']:.3f}s "
+            f"loops {js['loops']:.3f}s"
+        )
 
     base = statistics.median(times["baseline"])
     rows = {"baseline": summary(times["baseline"], steps, None)}
@@ -190,16 +219,27 @@ def main() -> None:
     print(f"\n{'method':<16}{'median s':>10}{'min s':>9}{'max s':>9}{'steps/s':>10}{'x base':>8}")
     for name, r in rows.items():
         ratio = f"{r['ratio_vs_baseline']:.2f}" if "ratio_vs_baseline" in r else "1.00"
-        print(f"{name:<16}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
-              f"{r['steps_per_s']:>10.0f}{ratio:>8}")
+        print(
+            f"{name:<16}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
+            f"{r['steps_per_s']:>10.0f}{ratio:>8}"
+        )
     diff = max(abs(a - b) for a, b in zip(losses["baseline"], losses["jaxspec"], strict=True))
-    print(f"\nfinal loss (step {steps}): baseline {losses['baseline'][0]:.6f}  jaxspec {losses['jaxspec'][0]:.6f}"
-          f"  max |diff| over repeats {diff:.2e}")
+    print(
+        f"\nfinal loss (step {steps}): baseline {losses['baseline'][0]:.6f}  jaxspec {losses['jaxspec'][0]:.6f}"
+        f"  max |diff| over repeats {diff:.2e}"
+    )
 
     result = {
-        "config": {"steps": steps, "repeats": args.repeats, "iterations_per_loop": ipl, "global_batch": BATCH,
-                   "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-                   "jax": jax.__version__, "jaxspec": jaxspec.__version__},
+        "config": {
+            "steps": steps,
+            "repeats": args.repeats,
+            "iterations_per_loop": ipl,
+            "global_batch": BATCH,
+            "devices": jax.device_count(),
+            "platform": jax.devices()[0].platform,
+            "jax": jax.__version__,
+            "jaxspec": jaxspec.__version__,
+        },
         "methods": rows,
         "final_loss": {**losses, "max_abs_diff": diff},
     }

@@ -15,20 +15,20 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
-import argparse  # noqa: E402
-import logging  # noqa: E402
-import tempfile  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import logging
+import tempfile
+from typing import Any
 
-import flax.linen as nn  # noqa: E402
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-from flax.training import train_state  # noqa: E402
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax.training import train_state
 
-import jaxspec  # noqa: E402
-from jaxspec.export import ClassificationOutput, PredictOutput  # noqa: E402
+import jaxspec
+from jaxspec.export import ClassificationOutput, PredictOutput
 
 NUM_CLASSES = 10
 CLASS_NAMES = [str(i) for i in range(NUM_CLASSES)]
@@ -128,14 +128,14 @@ def make_input_fn(x: np.ndarray, y: np.ndarray, training: bool) -> Any:
     def input_fn(params):
         batch = params["batch_size"]
         if not training:
-            return (({"x": x[s:s + batch]}, y[s:s + batch]) for s in range(0, len(x), batch))
+            return (({"x": x[s : s + batch]}, y[s : s + batch]) for s in range(0, len(x), batch))
 
         def repeat():
             order = np.random.RandomState(1)
             while True:
                 idx = order.permutation(len(x))
                 for s in range(0, len(idx) - batch + 1, batch):
-                    yield {"x": x[idx[s:s + batch]]}, y[idx[s:s + batch]]
+                    yield {"x": x[idx[s : s + batch]]}, y[idx[s : s + batch]]
 
         return repeat()
 
@@ -171,11 +171,16 @@ def serve_and_compare(export_dir: str, x: np.ndarray, predictions: list[dict[str
     """
     import tensorflow as tf
 
-    serialized = tf.constant([
-        tf.train.Example(features=tf.train.Features(feature={
-            "x": tf.train.Feature(float_list=tf.train.FloatList(value=row))})).SerializeToString()
-        for row in x
-    ])
+    serialized = tf.constant(
+        [
+            tf.train.Example(
+                features=tf.train.Features(
+                    feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=row))}
+                )
+            ).SerializeToString()
+            for row in x
+        ]
+    )
     loaded = tf.saved_model.load(export_dir)
     served = loaded.signatures["serving_default"](examples=serialized)
     classified = loaded.signatures["classification"](inputs=serialized)
@@ -184,8 +189,12 @@ def serve_and_compare(export_dir: str, x: np.ndarray, predictions: list[dict[str
     assert (served["class_ids"].numpy() == ids).all(), "serving_default class_ids differ"
     top = np.take_along_axis(classified["classes"].numpy(), ids[:, None], axis=1)[:, 0]
     assert [c.decode() for c in top] == [CLASS_NAMES[i] for i in ids], "classification classes differ"
-    return float(max(np.abs(served["probabilities"].numpy() - probs).max(),
-                     np.abs(classified["scores"].numpy() - probs).max()))
+    return float(
+        max(
+            np.abs(served["probabilities"].numpy() - probs).max(),
+            np.abs(classified["scores"].numpy() - probs).max(),
+        )
+    )
 
 
 def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
@@ -196,19 +205,28 @@ def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
 
     model_dir = model_dir or tempfile.mkdtemp(prefix="jaxspec_digits_")
     x_train, y_train, x_test, y_test = load_data()
-    print(f"digits: {len(x_train)} training and {len(x_test)} held-out images, "
-          f"{len(jax.devices())} devices, model_dir={model_dir}")
+    print(
+        f"digits: {len(x_train)} training and {len(x_test)} held-out images, "
+        f"{len(jax.devices())} devices, model_dir={model_dir}"
+    )
 
     est = make_estimator(model_dir)
     est.train(make_input_fn(x_train, y_train, training=True), max_steps=max_steps)
     metrics = est.evaluate(make_input_fn(x_test, y_test, training=False))
-    predictions = list(est.predict(lambda params: ({"x": x_test[s:s + params["batch_size"]]}
-                                                   for s in range(0, len(x_test), params["batch_size"]))))
+    predictions = list(
+        est.predict(
+            lambda params: (
+                {"x": x_test[s : s + params["batch_size"]]}
+                for s in range(0, len(x_test), params["batch_size"])
+            )
+        )
+    )
     predict_accuracy = float(np.mean([p["class_ids"] for p in predictions] == y_test))
 
     feature_spec = {"x": tf.io.FixedLenFeature([64], tf.float32)}
     export_dir = est.export_saved_model(
-        os.path.join(model_dir, "export"), tf_bridge.build_parsing_serving_input_receiver_fn(feature_spec))
+        os.path.join(model_dir, "export"), tf_bridge.build_parsing_serving_input_receiver_fn(feature_spec)
+    )
     max_diff = serve_and_compare(export_dir.decode(), x_test, predictions)
 
     again = make_estimator(model_dir)

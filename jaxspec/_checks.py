@@ -29,10 +29,7 @@ def is_sparse(x: Any) -> bool:
     """True for sparse arrays (jax.experimental.sparse, scipy.sparse, tf.SparseTensor)."""
     name = type(x).__name__
     module = type(x).__module__ or ""
-    return (
-        "sparse" in module
-        or name in ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue")
-    )
+    return "sparse" in module or name in ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue")
 
 
 def is_dense_array(x: Any) -> bool:
@@ -101,7 +98,7 @@ def fn_arg_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     """
     if isinstance(fn, functools.partial):
         bound = set(fn.keywords or {})
-        names = fn_arg_names(fn.func)[len(fn.args):]
+        names = fn_arg_names(fn.func)[len(fn.args) :]
         return tuple(n for n in names if n not in bound)
     params = inspect.signature(fn).parameters.values()
     return tuple(

@@ -69,7 +69,9 @@ class ModelFnCaller:
         size there); checked at each call, as TPUEstimator does.
     """
 
-    def __init__(self, model_fn: Callable[..., Any], check_spec: SpecCheck, needs_params: bool = False) -> None:
+    def __init__(
+        self, model_fn: Callable[..., Any], check_spec: SpecCheck, needs_params: bool = False
+    ) -> None:
         self.user_model_fn = model_fn
         self._names = fn_arg_names(model_fn)
         self._check_spec = check_spec
@@ -78,8 +80,17 @@ class ModelFnCaller:
     def __repr__(self) -> str:
         return f"ModelFnCaller({self.user_model_fn!r})"
 
-    def __call__(self, features: Any, labels: Any, mode: str, params: Any, config: Any, state: Any,
-                 rng: Any, global_step: Any) -> Any:
+    def __call__(
+        self,
+        features: Any,
+        labels: Any,
+        mode: str,
+        params: Any,
+        config: Any,
+        state: Any,
+        rng: Any,
+        global_step: Any,
+    ) -> Any:
         """Call the user's model_fn with the arguments it declares; return its checked spec.
 
         Raises:
@@ -95,8 +106,16 @@ class ModelFnCaller:
                 "model_fn must take a 'params' argument: TPUEstimator passes the per-replica batch size "
                 "as params['batch_size']."
             )
-        available = dict(features=features, labels=labels, mode=mode, params=params, config=config,
-                         state=state, rng=rng, global_step=global_step)
+        available = dict(
+            features=features,
+            labels=labels,
+            mode=mode,
+            params=params,
+            config=config,
+            state=state,
+            rng=rng,
+            global_step=global_step,
+        )
         spec = self.user_model_fn(**{n: available[n] for n in self._names if n in available})
         return self._check_spec(spec, mode, params)
 

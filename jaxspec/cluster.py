@@ -34,8 +34,13 @@ class Cluster:
       ValueError: process_id outside 0..num_processes-1.
     """
 
-    def __init__(self, coordinator_address: str | None = None, num_processes: int | None = None,
-                 process_id: int | None = None, local_device_ids: Any = None) -> None:
+    def __init__(
+        self,
+        coordinator_address: str | None = None,
+        num_processes: int | None = None,
+        process_id: int | None = None,
+        local_device_ids: Any = None,
+    ) -> None:
         if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
             raise ValueError(f"Cluster: process_id {process_id} is not in 0..{num_processes - 1}.")
         self.coordinator_address = coordinator_address
@@ -75,8 +80,12 @@ class Cluster:
         if _initialized:
             return
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(self.coordinator_address, self.num_processes, self.process_id,
-                                   local_device_ids=self.local_device_ids)
+        jax.distributed.initialize(
+            self.coordinator_address,
+            self.num_processes,
+            self.process_id,
+            local_device_ids=self.local_device_ids,
+        )
         _initialized = True
         _log.info("Joined the cluster as process %d of %d.", jax.process_index(), jax.process_count())
 

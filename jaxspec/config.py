@@ -25,11 +25,24 @@ _log = logging.getLogger("jaxspec")
 
 #: The RunConfig fields ``replace()`` may change (tf.estimator's list, plus tpu_config).
 REPLACEABLE_FIELDS = (
-    "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
-    "save_checkpoints_secs", "session_config", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
-    "log_step_count_steps", "train_distribute", "device_fn", "protocol", "eval_distribute",
-    "experimental_distribute", "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
-    "checkpoint_save_graph_def", "tpu_config",
+    "model_dir",
+    "tf_random_seed",
+    "save_summary_steps",
+    "save_checkpoints_steps",
+    "save_checkpoints_secs",
+    "session_config",
+    "keep_checkpoint_max",
+    "keep_checkpoint_every_n_hours",
+    "log_step_count_steps",
+    "train_distribute",
+    "device_fn",
+    "protocol",
+    "eval_distribute",
+    "experimental_distribute",
+    "experimental_max_worker_delay_secs",
+    "session_creation_timeout_secs",
+    "checkpoint_save_graph_def",
+    "tpu_config",
 )
 _OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
@@ -107,9 +120,16 @@ def loop_duration_secs(tpu_config: TPUConfig | None) -> float | None:
 
 
 _TPU_FIELDS = [
-    "iterations_per_loop", "num_shards", "num_cores_per_replica", "per_host_input_for_training",
-    "tpu_job_name", "initial_infeed_sleep_secs", "input_partition_dims", "eval_training_input_configuration",
-    "experimental_host_call_every_n_steps", "experimental_allow_per_host_v2_parallel_get_next",
+    "iterations_per_loop",
+    "num_shards",
+    "num_cores_per_replica",
+    "per_host_input_for_training",
+    "tpu_job_name",
+    "initial_infeed_sleep_secs",
+    "input_partition_dims",
+    "eval_training_input_configuration",
+    "experimental_host_call_every_n_steps",
+    "experimental_allow_per_host_v2_parallel_get_next",
     "experimental_feed_hook",
 ]
 _CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -183,7 +203,9 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
                     f"TPUConfig: input_partition_dims must have one or two entries, got {len(input_partition_dims)}."
                 )
             if pipeline is not InputPipelineConfig.PER_HOST_V2:
-                raise ValueError("TPUConfig: input_partition_dims needs per_host_input_for_training=PER_HOST_V2.")
+                raise ValueError(
+                    "TPUConfig: input_partition_dims needs per_host_input_for_training=PER_HOST_V2."
+                )
             if num_cores_per_replica is None:
                 raise ValueError("TPUConfig: input_partition_dims needs num_cores_per_replica to be set.")
         if num_cores_per_replica is not None and num_cores_per_replica not in _CORES_PER_REPLICA:
@@ -191,18 +213,31 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
                 f"TPUConfig: num_cores_per_replica must be one of {list(_CORES_PER_REPLICA)}, "
                 f"got {num_cores_per_replica!r}."
             )
-        if eval_training_input_configuration not in (InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.SLICED):
+        if eval_training_input_configuration not in (
+            InputPipelineConfig.PER_HOST_V1,
+            InputPipelineConfig.SLICED,
+        ):
             raise ValueError(
                 "TPUConfig: eval_training_input_configuration must be PER_HOST_V1 or SLICED, "
                 f"got {eval_training_input_configuration!r}."
             )
         if initial_infeed_sleep_secs:
             check_positive_int(initial_infeed_sleep_secs, "TPUConfig.initial_infeed_sleep_secs")
-        check_positive_int(experimental_host_call_every_n_steps, "TPUConfig.experimental_host_call_every_n_steps")
+        check_positive_int(
+            experimental_host_call_every_n_steps, "TPUConfig.experimental_host_call_every_n_steps"
+        )
         return super().__new__(
-            cls, iterations_per_loop, num_shards, num_cores_per_replica, pipeline, tpu_job_name,
-            initial_infeed_sleep_secs, input_partition_dims, InputPipelineConfig(eval_training_input_configuration),
-            experimental_host_call_every_n_steps, experimental_allow_per_host_v2_parallel_get_next,
+            cls,
+            iterations_per_loop,
+            num_shards,
+            num_cores_per_replica,
+            pipeline,
+            tpu_job_name,
+            initial_infeed_sleep_secs,
+            input_partition_dims,
+            InputPipelineConfig(eval_training_input_configuration),
+            experimental_host_call_every_n_steps,
+            experimental_allow_per_host_v2_parallel_get_next,
             experimental_feed_hook,
         )
 
@@ -248,7 +283,9 @@ def _validate(config: RunConfig) -> None:
     if device_fn is not None and (not callable(device_fn) or set(fn_arg_names(device_fn)) != {"op"}):
         raise ValueError("RunConfig: device_fn must be callable with exactly one argument, 'op'.")
     if config.protocol not in (None, "grpc", "grpc+verbs"):
-        raise ValueError(f"RunConfig: protocol must be None, 'grpc' or 'grpc+verbs', got {config.protocol!r}.")
+        raise ValueError(
+            f"RunConfig: protocol must be None, 'grpc' or 'grpc+verbs', got {config.protocol!r}."
+        )
     if config.tpu_config is not None and not isinstance(config.tpu_config, TPUConfig):
         raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
 
@@ -329,18 +366,26 @@ class RunConfig:
             master = cluster.master()
         values = dict(
             model_dir=os.fspath(model_dir) if model_dir is not None else None,
-            tf_random_seed=tf_random_seed, save_summary_steps=save_summary_steps,
-            save_checkpoints_steps=save_checkpoints_steps, save_checkpoints_secs=save_checkpoints_secs,
-            session_config=session_config, keep_checkpoint_max=keep_checkpoint_max,
-            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours, log_step_count_steps=log_step_count_steps,
-            train_distribute=train_distribute, device_fn=device_fn, protocol=protocol,
-            eval_distribute=eval_distribute, experimental_distribute=experimental_distribute,
+            tf_random_seed=tf_random_seed,
+            save_summary_steps=save_summary_steps,
+            save_checkpoints_steps=save_checkpoints_steps,
+            save_checkpoints_secs=save_checkpoints_secs,
+            session_config=session_config,
+            keep_checkpoint_max=keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
+            log_step_count_steps=log_step_count_steps,
+            train_distribute=train_distribute,
+            device_fn=device_fn,
+            protocol=protocol,
+            eval_distribute=eval_distribute,
+            experimental_distribute=experimental_distribute,
             experimental_max_worker_delay_secs=experimental_max_worker_delay_secs,
             session_creation_timeout_secs=session_creation_timeout_secs,
             checkpoint_save_graph_def=checkpoint_save_graph_def,
             tpu_config=TPUConfig() if tpu_config is None else tpu_config,
             evaluation_master=evaluation_master if evaluation_master is not None else master,
-            master=master, cluster=cluster,
+            master=master,
+            cluster=cluster,
         )
         for key, value in values.items():
             object.__setattr__(self, "_" + key, value)
@@ -348,7 +393,9 @@ class RunConfig:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.lstrip("_") in REPLACEABLE_FIELDS + _OTHER_FIELDS:
-            raise AttributeError(f"RunConfig.{name.lstrip('_')} is read-only; use config.replace({name}=...).")
+            raise AttributeError(
+                f"RunConfig.{name.lstrip('_')} is read-only; use config.replace({name}=...)."
+            )
         object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
@@ -424,7 +471,9 @@ class RunConfig:
         steps, secs = new.save_checkpoints_steps, new.save_checkpoints_secs
         if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" in kwargs:
             if steps is not None and secs is not None:
-                raise ValueError("RunConfig.replace: save_checkpoints_steps and save_checkpoints_secs are both set.")
+                raise ValueError(
+                    "RunConfig.replace: save_checkpoints_steps and save_checkpoints_secs are both set."
+                )
         elif "save_checkpoints_steps" in kwargs and steps is not None:
             object.__setattr__(new, "_save_checkpoints_secs", None)
         elif "save_checkpoints_secs" in kwargs and secs is not None:

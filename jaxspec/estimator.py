@@ -151,8 +151,14 @@ class Estimator:
         return self._model_fn
 
     # -- the three phases ------------------------------------------------------------
-    def train(self, input_fn: Callable[..., Any], hooks: Any = None, steps: int | None = None,
-              max_steps: int | None = None, saving_listeners: Any = None) -> Estimator:
+    def train(
+        self,
+        input_fn: Callable[..., Any],
+        hooks: Any = None,
+        steps: int | None = None,
+        max_steps: int | None = None,
+        saving_listeners: Any = None,
+    ) -> Estimator:
         """Train, as ``tf.estimator.Estimator.train``; returns self.
 
         ``steps`` counts from the current global step; ``max_steps`` is absolute (if the
@@ -171,8 +177,14 @@ class Estimator:
         run_train(self, input_fn, hooks, steps, max_steps, saving_listeners)
         return self
 
-    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None, hooks: Any = None,
-                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        input_fn: Callable[..., Any],
+        steps: int | None = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
         """Evaluate, as ``tf.estimator.Estimator.evaluate``.
 
         Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
@@ -188,8 +200,14 @@ class Estimator:
 
         return run_evaluate(self, input_fn, steps, hooks, checkpoint_path, name)
 
-    def predict(self, input_fn: Callable[..., Any], predict_keys: Any = None, hooks: Any = None,
-                checkpoint_path: str | None = None, yield_single_examples: bool = True) -> Iterator[Any]:
+    def predict(
+        self,
+        input_fn: Callable[..., Any],
+        predict_keys: Any = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        yield_single_examples: bool = True,
+    ) -> Iterator[Any]:
         """Yield predictions, as ``tf.estimator.Estimator.predict``.
 
         A generator: input_fn runs at the first ``next()``. Yields one dict of numpy
@@ -203,10 +221,15 @@ class Estimator:
 
         return run_predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
 
-    def export_saved_model(self, export_dir_base: str, serving_input_receiver_fn: Callable[..., Any],
-                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                           checkpoint_path: str | None = None,
-                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+    def export_saved_model(
+        self,
+        export_dir_base: str,
+        serving_input_receiver_fn: Callable[..., Any],
+        assets_extra: dict[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+        experimental_mode: str = ModeKeys.PREDICT,
+    ) -> bytes:
         """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
 
         model_fn runs in ``experimental_mode`` on the features (and, in TRAIN/EVAL,
@@ -232,13 +255,21 @@ class Estimator:
         if not serving_input_receiver_fn:
             raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
         return self.experimental_export_all_saved_models(
-            export_dir_base, {experimental_mode: serving_input_receiver_fn}, assets_extra=assets_extra,
-            as_text=as_text, checkpoint_path=checkpoint_path)
+            export_dir_base,
+            {experimental_mode: serving_input_receiver_fn},
+            assets_extra=assets_extra,
+            as_text=as_text,
+            checkpoint_path=checkpoint_path,
+        )
 
-    def experimental_export_all_saved_models(self, export_dir_base: str,
-                                             input_receiver_fn_map: dict[str, Callable[..., Any]],
-                                             assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                                             checkpoint_path: str | None = None) -> bytes:
+    def experimental_export_all_saved_models(
+        self,
+        export_dir_base: str,
+        input_receiver_fn_map: dict[str, Callable[..., Any]],
+        assets_extra: dict[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+    ) -> bytes:
         """One SavedModel with a meta graph per mode, sharing one set of variables, as
         ``tf.estimator.Estimator.experimental_export_all_saved_models``.
 
@@ -265,8 +296,9 @@ class Estimator:
         """
         from tf_bridge.estimator_export import export_estimator_modes
 
-        return export_estimator_modes(self, export_dir_base, input_receiver_fn_map, assets_extra, as_text,
-                                      checkpoint_path)
+        return export_estimator_modes(
+            self, export_dir_base, input_receiver_fn_map, assets_extra, as_text, checkpoint_path
+        )
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
@@ -310,7 +342,9 @@ class Estimator:
         if self._store is None:
             maybe_initialize(self._config.cluster)  # Orbax asks JAX for the process index
             c = self._config
-            self._store = CheckpointStore(self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours)
+            self._store = CheckpointStore(
+                self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours
+            )
         return self._store
 
     def _mesh(self) -> Any:

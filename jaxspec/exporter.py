@@ -24,8 +24,14 @@ class Exporter:
         """Directory name under ``model_dir/export``."""
         raise NotImplementedError
 
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
-               is_the_final_export: bool) -> bytes | None:
+    def export(
+        self,
+        estimator: Any,
+        export_path: str,
+        checkpoint_path: str,
+        eval_result: dict[str, Any],
+        is_the_final_export: bool,
+    ) -> bytes | None:
         """Export (or not); return the export directory as bytes, or None."""
         raise NotImplementedError
 
@@ -36,8 +42,14 @@ def _check_keep(exports_to_keep: int | None) -> None:
 
 
 class _SavedModelExporter(Exporter):
-    def __init__(self, name: str, serving_input_receiver_fn: Callable[[], Any], assets_extra: Any = None,
-                 as_text: bool = False, exports_to_keep: int | None = 5) -> None:
+    def __init__(
+        self,
+        name: str,
+        serving_input_receiver_fn: Callable[[], Any],
+        assets_extra: Any = None,
+        as_text: bool = False,
+        exports_to_keep: int | None = 5,
+    ) -> None:
         if not name:
             raise ValueError("an exporter needs a non-empty name.")
         _check_keep(exports_to_keep)
@@ -51,8 +63,13 @@ class _SavedModelExporter(Exporter):
         return self._name
 
     def _write(self, estimator: Any, export_path: str, checkpoint_path: str) -> bytes:
-        path = estimator.export_saved_model(export_path, self._receiver_fn, assets_extra=self._assets_extra,
-                                            as_text=self._as_text, checkpoint_path=checkpoint_path)
+        path = estimator.export_saved_model(
+            export_path,
+            self._receiver_fn,
+            assets_extra=self._assets_extra,
+            as_text=self._as_text,
+            checkpoint_path=checkpoint_path,
+        )
         self._garbage_collect(export_path)
         return path
 
@@ -78,8 +95,14 @@ class LatestExporter(_SavedModelExporter):
       ValueError: exports_to_keep <= 0, or an empty name.
     """
 
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
-               is_the_final_export: bool) -> bytes:
+    def export(
+        self,
+        estimator: Any,
+        export_path: str,
+        checkpoint_path: str,
+        eval_result: dict[str, Any],
+        is_the_final_export: bool,
+    ) -> bytes:
         """Write a SavedModel of ``checkpoint_path``."""
         return self._write(estimator, export_path, checkpoint_path)
 
@@ -87,12 +110,23 @@ class LatestExporter(_SavedModelExporter):
 class FinalExporter(_SavedModelExporter):
     """Exports only after the final evaluation (``tf.estimator.FinalExporter``)."""
 
-    def __init__(self, name: str, serving_input_receiver_fn: Callable[[], Any], assets_extra: Any = None,
-                 as_text: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        serving_input_receiver_fn: Callable[[], Any],
+        assets_extra: Any = None,
+        as_text: bool = False,
+    ) -> None:
         super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep=None)
 
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
-               is_the_final_export: bool) -> bytes | None:
+    def export(
+        self,
+        estimator: Any,
+        export_path: str,
+        checkpoint_path: str,
+        eval_result: dict[str, Any],
+        is_the_final_export: bool,
+    ) -> bytes | None:
         """Write a SavedModel when ``is_the_final_export``."""
         return self._write(estimator, export_path, checkpoint_path) if is_the_final_export else None
 
@@ -125,9 +159,16 @@ class BestExporter(_SavedModelExporter):
       ValueError: compare_fn does not take exactly those two arguments.
     """
 
-    def __init__(self, name: str = "best_exporter", serving_input_receiver_fn: Callable[[], Any] | None = None,
-                 event_file_pattern: str = "eval/*.tfevents.*", compare_fn: Callable[..., bool] = _loss_smaller,
-                 assets_extra: Any = None, as_text: bool = False, exports_to_keep: int | None = 5) -> None:
+    def __init__(
+        self,
+        name: str = "best_exporter",
+        serving_input_receiver_fn: Callable[[], Any] | None = None,
+        event_file_pattern: str = "eval/*.tfevents.*",
+        compare_fn: Callable[..., bool] = _loss_smaller,
+        assets_extra: Any = None,
+        as_text: bool = False,
+        exports_to_keep: int | None = 5,
+    ) -> None:
         params = set(inspect.signature(compare_fn).parameters)
         if params != {"best_eval_result", "current_eval_result"}:
             raise ValueError("compare_fn must take exactly best_eval_result and current_eval_result.")
@@ -135,10 +176,18 @@ class BestExporter(_SavedModelExporter):
         self._compare = compare_fn
         self._best: dict[str, Any] | None = None
 
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str, eval_result: dict[str, Any],
-               is_the_final_export: bool) -> bytes | None:
+    def export(
+        self,
+        estimator: Any,
+        export_path: str,
+        checkpoint_path: str,
+        eval_result: dict[str, Any],
+        is_the_final_export: bool,
+    ) -> bytes | None:
         """Write a SavedModel when ``eval_result`` is the best so far."""
-        if self._best is not None and not self._compare(best_eval_result=self._best, current_eval_result=eval_result):
+        if self._best is not None and not self._compare(
+            best_eval_result=self._best, current_eval_result=eval_result
+        ):
             return None
         self._best = dict(eval_result)
         _log.info("New best eval result at global step %s; exporting.", eval_result.get("global_step"))

@@ -38,8 +38,14 @@ def _check_bool(value: Any, name: str) -> bool:
     return value
 
 
-def _check_npu_fields(iterations_per_loop: Any, mix_compile_mode: Any, horovod_mode: Any, graph_run_mode: Any,
-                      enable_exception_dump: Any, precision_mode: Any) -> None:
+def _check_npu_fields(
+    iterations_per_loop: Any,
+    mix_compile_mode: Any,
+    horovod_mode: Any,
+    graph_run_mode: Any,
+    enable_exception_dump: Any,
+    precision_mode: Any,
+) -> None:
     """The adapter's checks of NPURunConfig's own fields (see NPURunConfig's Raises)."""
     check_positive_int(iterations_per_loop, "NPURunConfig.iterations_per_loop")
     _check_bool(mix_compile_mode, "mix_compile_mode")
@@ -123,33 +129,57 @@ class NPURunConfig(RunConfig):
         eval_distribute: Any = None,
         **npu_options: Any,
     ) -> None:
-        _check_npu_fields(iterations_per_loop, mix_compile_mode, horovod_mode, graph_run_mode,
-                          enable_exception_dump, precision_mode)
+        _check_npu_fields(
+            iterations_per_loop,
+            mix_compile_mode,
+            horovod_mode,
+            graph_run_mode,
+            enable_exception_dump,
+            precision_mode,
+        )
         if save_checkpoints_steps is None and save_checkpoints_secs is None:
             save_checkpoints_steps = 100
         tuned = aoe_mode is not None or os.getenv("AOE_MODE") is not None
         extra = dict(
-            iterations_per_loop=1 if tuned else iterations_per_loop, profiling_config=profiling_config,
-            distribute=distribute, enable_data_pre_proc=enable_data_pre_proc, precision_mode=precision_mode,
-            enable_reduce_precision=enable_reduce_precision, variable_format_optimize=variable_format_optimize,
-            mix_compile_mode=mix_compile_mode, hcom_parallel=hcom_parallel, dump_config=dump_config,
-            is_tailing_optimization=is_tailing_optimization, horovod_mode=horovod_mode,
-            graph_run_mode=graph_run_mode, op_debug_level=op_debug_level,
-            enable_exception_dump=enable_exception_dump, dynamic_input_config=dynamic_input_config,
-            aoe_mode=aoe_mode, npu_options=dict(npu_options),
+            iterations_per_loop=1 if tuned else iterations_per_loop,
+            profiling_config=profiling_config,
+            distribute=distribute,
+            enable_data_pre_proc=enable_data_pre_proc,
+            precision_mode=precision_mode,
+            enable_reduce_precision=enable_reduce_precision,
+            variable_format_optimize=variable_format_optimize,
+            mix_compile_mode=mix_compile_mode,
+            hcom_parallel=hcom_parallel,
+            dump_config=dump_config,
+            is_tailing_optimization=is_tailing_optimization,
+            horovod_mode=horovod_mode,
+            graph_run_mode=graph_run_mode,
+            op_debug_level=op_debug_level,
+            enable_exception_dump=enable_exception_dump,
+            dynamic_input_config=dynamic_input_config,
+            aoe_mode=aoe_mode,
+            npu_options=dict(npu_options),
         )
         for key, value in extra.items():
             object.__setattr__(self, key, value)
         super().__init__(
-            model_dir=model_dir, tf_random_seed=tf_random_seed, save_summary_steps=save_summary_steps,
-            save_checkpoints_steps=save_checkpoints_steps, save_checkpoints_secs=save_checkpoints_secs,
-            session_config=session_config, keep_checkpoint_max=keep_checkpoint_max,
-            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours, log_step_count_steps=log_step_count_steps,
-            train_distribute=train_distribute, eval_distribute=eval_distribute,
+            model_dir=model_dir,
+            tf_random_seed=tf_random_seed,
+            save_summary_steps=save_summary_steps,
+            save_checkpoints_steps=save_checkpoints_steps,
+            save_checkpoints_secs=save_checkpoints_secs,
+            session_config=session_config,
+            keep_checkpoint_max=keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
+            log_step_count_steps=log_step_count_steps,
+            train_distribute=train_distribute,
+            eval_distribute=eval_distribute,
         )
         if precision_mode is not None and precision_mode not in PRECISION_DTYPES:
             known = "has no JAX counterpart" if precision_mode in UNMAPPED_PRECISION_MODES else "is not known"
-            _log.warning("NPURunConfig: precision_mode %r %s; it is recorded and ignored.", precision_mode, known)
+            _log.warning(
+                "NPURunConfig: precision_mode %r %s; it is recorded and ignored.", precision_mode, known
+            )
 
     @property
     def compute_dtype(self) -> Any:

@@ -18,9 +18,18 @@ class TPUContext:
       mode: the ModeKeys value of the call.
     """
 
-    def __init__(self, num_replicas: int, num_hosts: int, current_host: int, num_of_replicas_per_host: int,
-                 input_pipeline: Any, mode: str, host_device: str = "", invocation_index: int = 0,
-                 total_invocations: int = 1) -> None:
+    def __init__(
+        self,
+        num_replicas: int,
+        num_hosts: int,
+        current_host: int,
+        num_of_replicas_per_host: int,
+        input_pipeline: Any,
+        mode: str,
+        host_device: str = "",
+        invocation_index: int = 0,
+        total_invocations: int = 1,
+    ) -> None:
         self.num_replicas = num_replicas
         self.num_hosts = num_hosts
         self.current_host = current_host
@@ -36,5 +45,7 @@ class TPUContext:
         return self._deployment
 
     def __repr__(self) -> str:
-        return (f"TPUContext(num_replicas={self.num_replicas}, num_hosts={self.num_hosts}, "
-                f"current_host={self.current_host}, input_pipeline={getattr(self.input_pipeline, 'name', self.input_pipeline)})")
+        return (
+            f"TPUContext(num_replicas={self.num_replicas}, num_hosts={self.num_hosts}, "
+            f"current_host={self.current_host}, input_pipeline={getattr(self.input_pipeline, 'name', self.input_pipeline)})"
+        )

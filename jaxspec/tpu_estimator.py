@@ -21,8 +21,12 @@ CONTEXT_KEY = "context"
 USE_TPU_KEY = "use_tpu"
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
 #: Input pipeline modes TPUEstimator runs (SLICED is an eval-only mode in TF).
-TRAINING_PIPELINES = (InputPipelineConfig.PER_SHARD_V1, InputPipelineConfig.PER_HOST_V1,
-                      InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.BROADCAST)
+TRAINING_PIPELINES = (
+    InputPipelineConfig.PER_SHARD_V1,
+    InputPipelineConfig.PER_HOST_V1,
+    InputPipelineConfig.PER_HOST_V2,
+    InputPipelineConfig.BROADCAST,
+)
 
 
 class TPUEstimator(Estimator):
@@ -93,19 +97,31 @@ class TPUEstimator(Estimator):
             raise ValueError(f"TPUEstimator needs config, a jaxspec.RunConfig; got {type(config).__name__}.")
         reserved = [k for k in RESERVED_PARAMS_KEYS if params is not None and k in params]
         if reserved:
-            raise ValueError(f"params may not hold {reserved}: TPUEstimator reserves {list(RESERVED_PARAMS_KEYS)}.")
+            raise ValueError(
+                f"params may not hold {reserved}: TPUEstimator reserves {list(RESERVED_PARAMS_KEYS)}."
+            )
         tpu_config = config.tpu_config
         if use_tpu:
             if train_batch_size is None:
                 raise ValueError("train_batch_size must be set when use_tpu=True.")
-            for name, size in (("train_batch_size", train_batch_size), ("eval_batch_size", eval_batch_size),
-                               ("predict_batch_size", predict_batch_size)):
+            for name, size in (
+                ("train_batch_size", train_batch_size),
+                ("eval_batch_size", eval_batch_size),
+                ("predict_batch_size", predict_batch_size),
+            ):
                 if size is not None:
                     check_positive_int(size, name)
-            if tpu_config.input_pipeline is InputPipelineConfig.PER_SHARD_V1 and tpu_config.num_cores_per_replica:
-                raise ValueError("model parallelism (num_cores_per_replica) needs per-host input, not PER_SHARD_V1.")
+            if (
+                tpu_config.input_pipeline is InputPipelineConfig.PER_SHARD_V1
+                and tpu_config.num_cores_per_replica
+            ):
+                raise ValueError(
+                    "model parallelism (num_cores_per_replica) needs per-host input, not PER_SHARD_V1."
+                )
         if export_saved_model_api_version not in (None, 1, 2):
-            raise ValueError(f"export_saved_model_api_version must be 1 or 2, got {export_saved_model_api_version!r}.")
+            raise ValueError(
+                f"export_saved_model_api_version must be 1 or 2, got {export_saved_model_api_version!r}."
+            )
         if (tpu_config.num_cores_per_replica or 1) > 1:
             raise NotImplementedError("model parallelism (num_cores_per_replica > 1) is not supported yet.")
         if tpu_config.input_pipeline not in TRAINING_PIPELINES:
@@ -116,8 +132,11 @@ class TPUEstimator(Estimator):
         super().__init__(model_fn, model_dir, config, params, warm_start_from, init_fn)
         self._use_tpu = use_tpu
         self._eval_on_tpu = eval_on_tpu
-        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
-                             ModeKeys.PREDICT: predict_batch_size}
+        self._batch_sizes = {
+            ModeKeys.TRAIN: train_batch_size,
+            ModeKeys.EVAL: eval_batch_size,
+            ModeKeys.PREDICT: predict_batch_size,
+        }
         self._mesh_cache: Mesh | None = None
 
     _model_fn_needs_params = True
@@ -156,7 +175,9 @@ class TPUEstimator(Estimator):
         size = self._batch_sizes[mode]
         if size is None and self._use_tpu and mode != ModeKeys.TRAIN:
             which = "eval_batch_size" if mode == ModeKeys.EVAL else "predict_batch_size"
-            raise ValueError(f"{which} is required to {'evaluate' if mode == ModeKeys.EVAL else 'predict'} on the mesh.")
+            raise ValueError(
+                f"{which} is required to {'evaluate' if mode == ModeKeys.EVAL else 'predict'} on the mesh."
+            )
         self._check_batch_divisible(mode, size)
         return size
 

@@ -37,8 +37,13 @@ class TrainSpec:
       ValueError: max_steps <= 0.
     """
 
-    def __init__(self, input_fn: Callable[..., Any], max_steps: int | None = None, hooks: Any = None,
-                 saving_listeners: Any = None) -> None:
+    def __init__(
+        self,
+        input_fn: Callable[..., Any],
+        max_steps: int | None = None,
+        hooks: Any = None,
+        saving_listeners: Any = None,
+    ) -> None:
         if not callable(input_fn):
             raise TypeError("TrainSpec: input_fn must be callable.")
         if max_steps is not None and max_steps <= 0:
@@ -67,9 +72,17 @@ class EvalSpec:
       TypeError / ValueError: as TF for bad values; duplicate exporter names (ValueError).
     """
 
-    def __init__(self, input_fn: Callable[..., Any], steps: int | None = 100, name: str | None = None,
-                 hooks: Any = None, exporters: Any = None, start_delay_secs: float = 120,
-                 throttle_secs: float = 600, every_n_steps: int | None = None) -> None:
+    def __init__(
+        self,
+        input_fn: Callable[..., Any],
+        steps: int | None = 100,
+        name: str | None = None,
+        hooks: Any = None,
+        exporters: Any = None,
+        start_delay_secs: float = 120,
+        throttle_secs: float = 600,
+        every_n_steps: int | None = None,
+    ) -> None:
         if not callable(input_fn):
             raise TypeError("EvalSpec: input_fn must be callable.")
         if steps is not None and steps <= 0:
@@ -87,7 +100,11 @@ class EvalSpec:
         self.input_fn, self.steps, self.name = input_fn, steps, name
         self.hooks = _hooks(hooks, "EvalSpec")
         self.exporters = tuple(exporters)
-        self.start_delay_secs, self.throttle_secs, self.every_n_steps = start_delay_secs, throttle_secs, every_n_steps
+        self.start_delay_secs, self.throttle_secs, self.every_n_steps = (
+            start_delay_secs,
+            throttle_secs,
+            every_n_steps,
+        )
 
 
 class _Evaluator:
@@ -115,8 +132,13 @@ class _Evaluator:
             if final and not self.exported_final:  # the input ended before max_steps
                 self._export(path, self.result[0], step, final=True)
             return
-        metrics = self.est.evaluate(self.spec.input_fn, steps=self.spec.steps, hooks=self.spec.hooks,
-                                    checkpoint_path=path, name=self.spec.name)
+        metrics = self.est.evaluate(
+            self.spec.input_fn,
+            steps=self.spec.steps,
+            hooks=self.spec.hooks,
+            checkpoint_path=path,
+            name=self.spec.name,
+        )
         self._export(path, metrics, step, final)
 
     def _export(self, path: str, metrics: dict[str, Any], step: int, final: bool) -> None:
@@ -168,8 +190,12 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
     by_steps = [ev for ev in evaluators if ev.spec.every_n_steps is not None]
     listeners = list(train_spec.saving_listeners) + ([_EvaluateAfterSave(timed)] if timed else [])
     if not by_steps:
-        estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
-                        saving_listeners=listeners)
+        estimator.train(
+            train_spec.input_fn,
+            hooks=train_spec.hooks,
+            max_steps=train_spec.max_steps,
+            saving_listeners=listeners,
+        )
     else:
         _train_in_chunks(estimator, train_spec, by_steps, listeners)
     for ev in evaluators:
@@ -178,7 +204,9 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
     return results if isinstance(eval_spec, (list, tuple)) else results[0]
 
 
-def _train_in_chunks(estimator: Any, train_spec: TrainSpec, evaluators: list[_Evaluator], listeners: list[Any]) -> None:
+def _train_in_chunks(
+    estimator: Any, train_spec: TrainSpec, evaluators: list[_Evaluator], listeners: list[Any]
+) -> None:
     chunk = min(ev.spec.every_n_steps for ev in evaluators)
     store = estimator._checkpoint_store()
     while True:
@@ -188,7 +216,9 @@ def _train_in_chunks(estimator: Any, train_spec: TrainSpec, evaluators: list[_Ev
             if start >= train_spec.max_steps:
                 return
             target = min(target, train_spec.max_steps)
-        estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=target, saving_listeners=listeners)
+        estimator.train(
+            train_spec.input_fn, hooks=train_spec.hooks, max_steps=target, saving_listeners=listeners
+        )
         reached = store.latest_step() or 0
         for ev in evaluators:
             if reached // ev.spec.every_n_steps > start // ev.spec.every_n_steps:

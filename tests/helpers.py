@@ -32,7 +32,8 @@ def init_fn(rng: jax.Array, features: Any) -> train_state.TrainState:
     model = Net()
     params = model.init(jax.random.PRNGKey(42), jnp.asarray(features["x"][:1]))
     return train_state.TrainState.create(
-        apply_fn=model.apply, params=params, tx=jaxspec.CrossShardOptimizer(optax.adam(0.05)))
+        apply_fn=model.apply, params=params, tx=jaxspec.CrossShardOptimizer(optax.adam(0.05))
+    )
 
 
 def make_model_fn(host_calls: list | None = None, as_estimator_spec: bool = False) -> Any:
@@ -45,23 +46,31 @@ def make_model_fn(host_calls: list | None = None, as_estimator_spec: bool = Fals
         logits_of = lambda p: state.apply_fn(p, features["x"])  # noqa: E731
         if mode == jaxspec.ModeKeys.PREDICT:
             logits = logits_of(state.params)
-            spec = jaxspec.TPUEstimatorSpec(mode, predictions={
-                "logits": logits, "class_ids": jnp.argmax(logits, -1)})
+            spec = jaxspec.TPUEstimatorSpec(
+                mode, predictions={"logits": logits, "class_ids": jnp.argmax(logits, -1)}
+            )
         else:
+
             def loss_fn(p):
                 return optax.softmax_cross_entropy_with_integer_labels(logits_of(p), labels).mean()
 
             loss, grads = jax.value_and_grad(loss_fn)(state.params)
             if mode == jaxspec.ModeKeys.TRAIN:
                 host = None if host_calls is None else (host_fn, [global_step[None], loss[None]])
-                spec = jaxspec.TPUEstimatorSpec(mode, loss=loss, train_op=state.apply_gradients(grads=grads),
-                                                host_call=host)
+                spec = jaxspec.TPUEstimatorSpec(
+                    mode, loss=loss, train_op=state.apply_gradients(grads=grads), host_call=host
+                )
             else:
-                def metric_fn(labels, logits):
-                    return {"accuracy": jaxspec.metrics.accuracy(labels, jnp.argmax(logits, -1)),
-                            "mean_label": jaxspec.metrics.mean(labels)}
 
-                spec = jaxspec.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits_of(state.params)]))
+                def metric_fn(labels, logits):
+                    return {
+                        "accuracy": jaxspec.metrics.accuracy(labels, jnp.argmax(logits, -1)),
+                        "mean_label": jaxspec.metrics.mean(labels),
+                    }
+
+                spec = jaxspec.TPUEstimatorSpec(
+                    mode, loss=loss, eval_metrics=(metric_fn, [labels, logits_of(state.params)])
+                )
         return spec.as_estimator_spec() if as_estimator_spec else spec
 
     return model_fn
@@ -74,10 +83,11 @@ def batches_input_fn(x: np.ndarray, y: np.ndarray | None, batch: int, repeat: bo
         def gen():
             while True:
                 for s in range(0, len(x), batch):
-                    f = {"x": x[s:s + batch]}
-                    yield f if y is None else (f, y[s:s + batch])
+                    f = {"x": x[s : s + batch]}
+                    yield f if y is None else (f, y[s : s + batch])
                 if not repeat:
                     return
+
         return gen()
 
     return input_fn
@@ -89,8 +99,13 @@ def leaves(tree: Any) -> list[np.ndarray]:
 
 def fast_config(model_dir: str, iterations_per_loop: int = 1, **kwargs: Any) -> jaxspec.RunConfig:
     """A RunConfig without periodic saves or logs."""
-    settings = dict(save_checkpoints_steps=None, save_checkpoints_secs=None, log_step_count_steps=None,
-                    save_summary_steps=0)
+    settings = dict(
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+    )
     settings.update(kwargs)
-    return jaxspec.RunConfig(model_dir=model_dir, tpu_config=jaxspec.TPUConfig(iterations_per_loop=iterations_per_loop),
-                             **settings)
+    return jaxspec.RunConfig(
+        model_dir=model_dir, tpu_config=jaxspec.TPUConfig(iterations_per_loop=iterations_per_loop), **settings
+    )

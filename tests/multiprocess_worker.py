@@ -15,20 +15,32 @@ if __name__ == "__main__":  # the test imports this module too; only a worker ge
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import jaxspec  # noqa: E402
-from tests.helpers import digits, init_fn, make_model_fn  # noqa: E402
+import jaxspec
+from tests.helpers import digits, init_fn, make_model_fn
 
 TRAIN_BATCH, EVAL_BATCH, STEPS, N_EVAL = 64, 16, 6, 37
 
 
 def make_estimator(model_dir: str, host_calls: list) -> jaxspec.TPUEstimator:
-    config = jaxspec.RunConfig(model_dir=model_dir, save_checkpoints_steps=None, save_checkpoints_secs=None,
-                               log_step_count_steps=None, save_summary_steps=0, tf_random_seed=1,
-                               tpu_config=jaxspec.TPUConfig(iterations_per_loop=4))
-    return jaxspec.TPUEstimator(make_model_fn(host_calls), config=config, train_batch_size=TRAIN_BATCH,
-                                eval_batch_size=EVAL_BATCH, predict_batch_size=EVAL_BATCH, init_fn=init_fn)
+    config = jaxspec.RunConfig(
+        model_dir=model_dir,
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        tf_random_seed=1,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=4),
+    )
+    return jaxspec.TPUEstimator(
+        make_model_fn(host_calls),
+        config=config,
+        train_batch_size=TRAIN_BATCH,
+        eval_batch_size=EVAL_BATCH,
+        predict_batch_size=EVAL_BATCH,
+        init_fn=init_fn,
+    )
 
 
 def train_input_fn(params):
@@ -37,7 +49,7 @@ def train_input_fn(params):
     ctx, b = params["context"], params["batch_size"]
     for k in range(STEPS):
         start = TRAIN_BATCH * k + ctx.current_host * b
-        yield {"x": x[start:start + b]}, y[start:start + b]
+        yield {"x": x[start : start + b]}, y[start : start + b]
 
 
 def eval_rows(params):
@@ -77,9 +89,12 @@ if __name__ == "__main__":
     receiver = tf_bridge.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 64], tf.float32)})
     export = est.export_saved_model(os.path.join(model_dir, "export"), receiver)  # every process calls
     result = {
-        "process": host, "processes": jax.process_count(), "devices": len(jax.devices()),
+        "process": host,
+        "processes": jax.process_count(),
+        "devices": len(jax.devices()),
         "metrics": {k: float(v) for k, v in metrics.items()},
-        "rows": my_rows.tolist(), "logits": preds,
+        "rows": my_rows.tolist(),
+        "logits": preds,
         "host_call_losses": [loss.tolist() for _, loss in host_calls],
         "host_call_steps": [int(step[0]) for step, _ in host_calls],
         "params": {k: v.tolist() for k, v in params.items()},

@@ -25,6 +25,7 @@ def init_fn():
 
 def linear_model_fn(features, labels, mode, state):
     """loss = mean((x w - y)^2); one SGD step of 0.1."""
+
     def loss_of(w):
         return jnp.mean((features["x"] * w - labels) ** 2)
 
@@ -35,11 +36,18 @@ def linear_model_fn(features, labels, mode, state):
 
 
 def config(tmp_path, **kwargs):
-    return jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
-                             log_step_count_steps=None, save_summary_steps=0, **kwargs)
+    return jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        **kwargs,
+    )
 
 
 # -- construction and model_fn argument validation ---------------------------------------
+
 
 def test_est_02_config_is_checked_before_model_fn():
     with pytest.raises(ValueError, match="config must be a jaxspec.RunConfig"):
@@ -73,9 +81,11 @@ def test_est_04_temporary_model_dir(model_dir, caplog):
 
 def test_est_05_model_dir_from_constructor_config_or_both(tmp_path):
     here, there = str(tmp_path / "a"), str(tmp_path / "b")
-    for est in (jaxspec.Estimator(linear_model_fn, model_dir=here),
-                jaxspec.Estimator(linear_model_fn, config=jaxspec.RunConfig(model_dir=here)),
-                jaxspec.Estimator(linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=here))):
+    for est in (
+        jaxspec.Estimator(linear_model_fn, model_dir=here),
+        jaxspec.Estimator(linear_model_fn, config=jaxspec.RunConfig(model_dir=here)),
+        jaxspec.Estimator(linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=here)),
+    ):
         assert est.model_dir == est.config.model_dir == here
     with pytest.raises(ValueError, match="model_dir .*different"):
         jaxspec.Estimator(linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=there))
@@ -135,6 +145,7 @@ def test_est_09_unexpected_arguments(tmp_path):
 
 
 # -- input_fn / model_fn plumbing ---------------------------------------------------------
+
 
 class CountingInputFn:
     def __init__(self):
@@ -197,7 +208,11 @@ def test_est_14_input_fn_tuples(tmp_path):
     def nested_model_fn(features, labels, mode, state):
         (a, b), w = features, state["w"]
         loss = jnp.mean((a * w + b - labels) ** 2)
-        return EstimatorSpec(mode, loss=loss, train_op={"w": w - 0.1 * jax.grad(lambda v: jnp.mean((a * v + b - labels) ** 2))(w)})
+        return EstimatorSpec(
+            mode,
+            loss=loss,
+            train_op={"w": w - 0.1 * jax.grad(lambda v: jnp.mean((a * v + b - labels) ** 2))(w)},
+        )
 
     def input_fn():
         while True:
@@ -238,8 +253,16 @@ def test_est_16_spec_with_mode_none_trains(tmp_path):
 
 # -- train/evaluate/predict argument checks (made by the loop; asserted here as contract) ---
 
-@pytest.mark.parametrize("kwargs,field", [({"steps": 0}, "steps"), ({"steps": -1}, "steps"),
-                                          ({"max_steps": 0}, "max_steps"), ({"max_steps": -1}, "max_steps")])
+
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"steps": 0}, "steps"),
+        ({"steps": -1}, "steps"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"max_steps": -1}, "max_steps"),
+    ],
+)
 def test_est_19_steps_must_be_positive(tmp_path, kwargs, field):
     est = jaxspec.Estimator(linear_model_fn, config=config(tmp_path), init_fn=init_fn)
     with pytest.raises(ValueError, match=rf"{field} must be > 0"):

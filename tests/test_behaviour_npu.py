@@ -33,6 +33,7 @@ def make_model_fn(calls, spec_cls=NPUEstimatorSpec):
 
 def input_fn(n):
     """n batches; batch i holds x = [i, i] (so each step's tensors differ)."""
+
     def fn():
         for i in range(n):
             yield {"x": np.full((2,), i, np.float32)}, np.ones((2,), np.float32)
@@ -41,8 +42,13 @@ def input_fn(n):
 
 
 def config(tmp_path, **kwargs):
-    return NPURunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
-                        log_step_count_steps=None, **kwargs)
+    return NPURunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        **kwargs,
+    )
 
 
 class CountingHook(jaxspec.SessionRunHook):
@@ -63,8 +69,9 @@ def test_npu_estimator_needs_an_npu_run_config(tmp_path):
 
 def test_npu_host_call_once_per_step_with_iterations_per_loop(tmp_path):
     calls, hook = [], CountingHook()
-    est = jaxspec.NPUEstimator(make_model_fn(calls), config=config(tmp_path, iterations_per_loop=3),
-                               init_fn=init_fn)
+    est = jaxspec.NPUEstimator(
+        make_model_fn(calls), config=config(tmp_path, iterations_per_loop=3), init_fn=init_fn
+    )
     est.train(input_fn(6), hooks=[hook], steps=6)
     assert calls == [(i, 2.0 * i) for i in range(6)]  # once per step, in order, that step's tensors
     assert hook.before == 2  # 6 steps in 2 device loops of 3
@@ -85,8 +92,10 @@ def test_npu_accepts_a_plain_estimator_spec(tmp_path):
     jaxspec.NPUEstimator(model_fn, config=config(tmp_path), init_fn=init_fn).train(input_fn(2))
 
 
-@pytest.mark.parametrize("mode,error", [(ModeKeys.TRAIN, RuntimeError), (ModeKeys.EVAL, RuntimeError),
-                                        (ModeKeys.PREDICT, ValueError)])
+@pytest.mark.parametrize(
+    "mode,error",
+    [(ModeKeys.TRAIN, RuntimeError), (ModeKeys.EVAL, RuntimeError), (ModeKeys.PREDICT, ValueError)],
+)
 def test_npu_wrong_return_type(tmp_path, mode, error):
     est = jaxspec.NPUEstimator(lambda features, labels, mode: "not a spec", config=config(tmp_path))
     data = input_fn(1)

@@ -43,10 +43,18 @@ def test_mf_02_every_field_set_in_every_mode(mode):
     heads = {"serving_default": PredictOutput(PREDS)}
     scaffold = jaxspec.Scaffold()
     spec = EstimatorSpec(
-        mode, predictions=PREDS, loss=LOSS, train_op=STATE,
+        mode,
+        predictions=PREDS,
+        loss=LOSS,
+        train_op=STATE,
         eval_metric_ops={"pair": (jnp.float32(1.0), jnp.float32(2.0)), "metric": metric},
-        export_outputs=heads, training_chief_hooks=[hook], training_hooks=[hook], scaffold=scaffold,
-        evaluation_hooks=[hook], prediction_hooks=[hook])
+        export_outputs=heads,
+        training_chief_hooks=[hook],
+        training_hooks=[hook],
+        scaffold=scaffold,
+        evaluation_hooks=[hook],
+        prediction_hooks=[hook],
+    )
     assert spec.train_op is STATE and spec.scaffold is scaffold and spec.predictions == PREDS
     assert spec.eval_metric_ops["metric"] is metric and len(spec.eval_metric_ops["pair"]) == 2
     assert all(getattr(spec, f) == (hook,) for f in HOOK_FIELDS)
@@ -97,7 +105,9 @@ def test_mf_08_train_op_string(cls):
 @pytest.mark.parametrize("field", HOOK_FIELDS)
 def test_mf_09_hook_lists_hold_only_hooks(field):
     with pytest.raises(TypeError, match=rf"{field}\[1\] is not a SessionRunHook"):
-        EstimatorSpec(ModeKeys.TRAIN, loss=LOSS, train_op=STATE, **{field: [jaxspec.SessionRunHook(), object()]})
+        EstimatorSpec(
+            ModeKeys.TRAIN, loss=LOSS, train_op=STATE, **{field: [jaxspec.SessionRunHook(), object()]}
+        )
     if field != "training_chief_hooks":  # TPUEstimatorSpec has no chief hooks
         with pytest.raises(TypeError, match=field):
             TPUEstimatorSpec(ModeKeys.TRAIN, loss=LOSS, train_op=STATE, **{field: ["not a hook"]})

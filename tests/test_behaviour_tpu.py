@@ -37,14 +37,23 @@ def tpu_model_fn(features, labels, mode, params, state):
         return TPUEstimatorSpec(mode, loss=loss, train_op=new_state)
 
     def metric_fn(labels, predictions):
-        return {"mean_label": jaxspec.metrics.mean(labels), "mean_prediction": jaxspec.metrics.mean(predictions)}
+        return {
+            "mean_label": jaxspec.metrics.mean(labels),
+            "mean_prediction": jaxspec.metrics.mean(predictions),
+        }
 
     return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, features["x"] * state["w"]]))
 
 
 def config(tmp_path, **tpu):
-    return jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
-                             log_step_count_steps=None, save_summary_steps=0, tpu_config=jaxspec.TPUConfig(**tpu))
+    return jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        tpu_config=jaxspec.TPUConfig(**tpu),
+    )
 
 
 def recording_input_fn(calls, with_labels=True):
@@ -59,10 +68,13 @@ def recording_input_fn(calls, with_labels=True):
 
 def tpu(tmp_path, model_fn=tpu_model_fn, tpu_config=None, **kwargs):
     kwargs.setdefault("train_batch_size", 16)
-    return jaxspec.TPUEstimator(model_fn, config=config(tmp_path, **(tpu_config or {})), init_fn=init_fn, **kwargs)
+    return jaxspec.TPUEstimator(
+        model_fn, config=config(tmp_path, **(tpu_config or {})), init_fn=init_fn, **kwargs
+    )
 
 
 # -- constructor and batch-size rules ----------------------------------------------------
+
 
 def test_tpu_01_reserved_params_and_missing_train_batch_size(tmp_path):
     for key in ("batch_size", "context"):
@@ -122,6 +134,7 @@ def test_per_host_v2_input_gets_the_replica_batch(tmp_path):
 
 # -- model_fn signature and spec handling ------------------------------------------------
 
+
 def test_tpu_22_labels_inside_features(tmp_path):
     def model_fn(features, mode, params, state):
         loss, new_state = _loss_and_step(features, features["y"], state["w"])
@@ -163,7 +176,9 @@ def test_tpu_25_unexpected_model_fn_argument(tmp_path):
 def test_tpu_27_training_chief_hooks_on_the_mesh(tmp_path):
     def model_fn(features, labels, mode, params, state):
         loss, new_state = _loss_and_step(features, labels, state["w"])
-        return EstimatorSpec(mode, loss=loss, train_op=new_state, training_chief_hooks=[jaxspec.SessionRunHook()])
+        return EstimatorSpec(
+            mode, loss=loss, train_op=new_state, training_chief_hooks=[jaxspec.SessionRunHook()]
+        )
 
     with pytest.raises(ValueError, match="training_chief_hooks"):
         tpu(tmp_path, model_fn).train(recording_input_fn([]), steps=1)
@@ -180,11 +195,13 @@ def test_tpu_predictions_must_be_a_dict_on_the_mesh(tmp_path):
 
 # -- evaluation --------------------------------------------------------------------------
 
+
 def test_tev_01_eval_spec_without_metrics(tmp_path):
     def model_fn(features, labels, mode, params, state):
         loss, new_state = _loss_and_step(features, labels, state["w"])
-        return TPUEstimatorSpec(mode, loss=loss, train_op=new_state if mode == ModeKeys.TRAIN else None,
-                                eval_metrics=None)
+        return TPUEstimatorSpec(
+            mode, loss=loss, train_op=new_state if mode == ModeKeys.TRAIN else None, eval_metrics=None
+        )
 
     est = tpu(tmp_path, model_fn, eval_batch_size=16)
     est.train(recording_input_fn([]), steps=1)
@@ -208,7 +225,9 @@ def test_tev_03_04_eval_metrics_tensors_as_list_or_dict(tmp_path, use_tpu, as_di
 
     est = tpu(tmp_path, model_fn, use_tpu=use_tpu, eval_batch_size=16)
     result = est.evaluate(recording_input_fn([]), steps=1)
-    assert result["mean_label"] == pytest.approx(float(Y.mean())) and result["mean_x"] == pytest.approx(float(X.mean()))
+    assert result["mean_label"] == pytest.approx(float(Y.mean())) and result["mean_x"] == pytest.approx(
+        float(X.mean())
+    )
     assert result["loss"] == pytest.approx(float(np.mean(Y**2)))  # w starts at 0
 
 

@@ -19,6 +19,7 @@ from tests.helpers import digits, fast_config, init_fn
 
 def noisy_model_fn(features, labels, mode, params, state, rng):
     """Uses ``rng`` (dropout-like noise), so resuming must also resume the key stream."""
+
     def loss_fn(p):
         x = features["x"] * jax.random.bernoulli(rng, 0.8, features["x"].shape)
         logits = state.apply_fn(p, x)
@@ -41,8 +42,13 @@ def test_resume_equals_uninterrupted(tmp_path, use_tpu):
         return {"x": x}, y  # one batch, repeated in TRAIN
 
     def make(model_dir):
-        return jaxspec.TPUEstimator(noisy_model_fn, config=fast_config(model_dir, 4, tf_random_seed=7),
-                                    use_tpu=use_tpu, train_batch_size=32, init_fn=init_fn)
+        return jaxspec.TPUEstimator(
+            noisy_model_fn,
+            config=fast_config(model_dir, 4, tf_random_seed=7),
+            use_tpu=use_tpu,
+            train_batch_size=32,
+            init_fn=init_fn,
+        )
 
     make(str(tmp_path / "a")).train(input_fn, steps=10)
     resumed = make(str(tmp_path / "a"))
@@ -63,8 +69,9 @@ def test_resume_equals_uninterrupted(tmp_path, use_tpu):
 
 def test_periodic_saves_and_keep_max(tmp_path):
     x, y = digits(32)
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=3, keep_checkpoint_max=2,
-                               log_step_count_steps=None)
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path), save_checkpoints_steps=3, keep_checkpoint_max=2, log_step_count_steps=None
+    )
     est = jaxspec.Estimator(noisy_model_fn, config=config, init_fn=init_fn)
     est.train(lambda: ({"x": x}, y), steps=10)
     assert est._checkpoint_store().all_steps() == [9, 10]
@@ -115,8 +122,11 @@ def test_state_with_no_leaves_and_variable_names(tmp_path):
         loss = jnp.mean(features["x"]) * state["one"] + state["three"]
         return jaxspec.EstimatorSpec(mode, loss=loss, train_op=state)
 
-    est = jaxspec.Estimator(model_fn, config=fast_config(str(tmp_path / "a")),
-                            init_fn=lambda: {"one": jnp.float32(1.0), "three": jnp.float32(3.0)})
+    est = jaxspec.Estimator(
+        model_fn,
+        config=fast_config(str(tmp_path / "a")),
+        init_fn=lambda: {"one": jnp.float32(1.0), "three": jnp.float32(3.0)},
+    )
     with pytest.raises(ValueError, match="checkpoint"):
         est.get_variable_names()
     est.train(lambda: ({"x": x}, y), steps=2)

@@ -14,29 +14,41 @@ from jaxspec.config import REPLACEABLE_FIELDS, iterations_per_loop_count, loop_d
 
 # -- CFG cases ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs,field", [
-    ({"num_shards": 0}, "num_shards"),
-    ({"iterations_per_loop": 0}, "iterations_per_loop"),
-    ({"iterations_per_loop": -1}, "iterations_per_loop"),
-    ({"iterations_per_loop": "-1h"}, "iterations_per_loop"),
-    ({"iterations_per_loop": "-1m"}, "iterations_per_loop"),
-    ({"iterations_per_loop": "-1s"}, "iterations_per_loop"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"num_shards": 0}, "num_shards"),
+        ({"iterations_per_loop": 0}, "iterations_per_loop"),
+        ({"iterations_per_loop": -1}, "iterations_per_loop"),
+        ({"iterations_per_loop": "-1h"}, "iterations_per_loop"),
+        ({"iterations_per_loop": "-1m"}, "iterations_per_loop"),
+        ({"iterations_per_loop": "-1s"}, "iterations_per_loop"),
+    ],
+)
 def test_cfg_02_non_positive_values(kwargs, field):
     with pytest.raises(ValueError, match=rf"{field} must be (positive|a positive)"):
         TPUConfig(**kwargs)
 
 
 def test_cfg_03_cores_per_replica_powers_of_two():
-    with pytest.raises(ValueError, match=r"num_cores_per_replica must be one of \[1, 2, 4, 8, 16, 32, 64, 128\], got 7"):
+    with pytest.raises(
+        ValueError, match=r"num_cores_per_replica must be one of \[1, 2, 4, 8, 16, 32, 64, 128\], got 7"
+    ):
         TPUConfig(num_cores_per_replica=7)
     assert TPUConfig(num_cores_per_replica=2).num_cores_per_replica == 2
 
 
-@pytest.mark.parametrize("value,parsed", [
-    (1, (1, "count")), (100, (100, "count")), ("300s", (300, "seconds")),
-    ("1m", (60, "seconds")), ("1h", (3600, "seconds")),
-])
+@pytest.mark.parametrize(
+    "value,parsed",
+    [
+        (1, (1, "count")),
+        (100, (100, "count")),
+        ("300s", (300, "seconds")),
+        ("1m", (60, "seconds")),
+        ("1h", (3600, "seconds")),
+    ],
+)
 def test_cfg_04_iterations_per_loop_parsing(value, parsed):
     config = TPUConfig(iterations_per_loop=value)
     assert config.iterations_per_loop == value
@@ -44,6 +56,7 @@ def test_cfg_04_iterations_per_loop_parsing(value, parsed):
 
 
 # -- TPUConfig ------------------------------------------------------------------------------
+
 
 def test_tpu_config_defaults_and_pipelines():
     config = TPUConfig()
@@ -86,6 +99,7 @@ def test_duration_loops_start_at_one_step():
 
 # -- RunConfig ------------------------------------------------------------------------------
 
+
 def test_run_config_defaults():
     config = RunConfig()
     assert (config.model_dir, config.tf_random_seed, config.save_summary_steps) == (None, None, 100)
@@ -104,31 +118,41 @@ def test_run_config_checkpoint_intervals():
         RunConfig(save_checkpoints_steps=10, save_checkpoints_secs=10)
 
 
-@pytest.mark.parametrize("kwargs,error,field", [
-    ({"model_dir": ""}, ValueError, "model_dir"),
-    ({"save_summary_steps": -1}, ValueError, "save_summary_steps"),
-    ({"save_checkpoints_steps": -1}, ValueError, "save_checkpoints_steps"),
-    ({"save_checkpoints_secs": -1}, ValueError, "save_checkpoints_secs"),
-    ({"keep_checkpoint_max": -1}, ValueError, "keep_checkpoint_max"),
-    ({"keep_checkpoint_every_n_hours": 0}, ValueError, "keep_checkpoint_every_n_hours"),
-    ({"log_step_count_steps": 0}, ValueError, "log_step_count_steps"),
-    ({"session_creation_timeout_secs": 0}, ValueError, "session_creation_timeout_secs"),
-    ({"tf_random_seed": 1.5}, ValueError, "tf_random_seed"),
-    ({"experimental_max_worker_delay_secs": 1.5}, ValueError, "experimental_max_worker_delay_secs"),
-    ({"device_fn": lambda x: None}, ValueError, "device_fn"),
-    ({"protocol": "http"}, ValueError, "protocol"),
-    ({"save_summary_steps": "10"}, TypeError, "save_summary_steps"),
-    ({"tpu_config": {"iterations_per_loop": 2}}, TypeError, "tpu_config"),
-    ({"master": "grpc://a", "cluster": object()}, ValueError, "master and cluster"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,field",
+    [
+        ({"model_dir": ""}, ValueError, "model_dir"),
+        ({"save_summary_steps": -1}, ValueError, "save_summary_steps"),
+        ({"save_checkpoints_steps": -1}, ValueError, "save_checkpoints_steps"),
+        ({"save_checkpoints_secs": -1}, ValueError, "save_checkpoints_secs"),
+        ({"keep_checkpoint_max": -1}, ValueError, "keep_checkpoint_max"),
+        ({"keep_checkpoint_every_n_hours": 0}, ValueError, "keep_checkpoint_every_n_hours"),
+        ({"log_step_count_steps": 0}, ValueError, "log_step_count_steps"),
+        ({"session_creation_timeout_secs": 0}, ValueError, "session_creation_timeout_secs"),
+        ({"tf_random_seed": 1.5}, ValueError, "tf_random_seed"),
+        ({"experimental_max_worker_delay_secs": 1.5}, ValueError, "experimental_max_worker_delay_secs"),
+        ({"device_fn": lambda x: None}, ValueError, "device_fn"),
+        ({"protocol": "http"}, ValueError, "protocol"),
+        ({"save_summary_steps": "10"}, TypeError, "save_summary_steps"),
+        ({"tpu_config": {"iterations_per_loop": 2}}, TypeError, "tpu_config"),
+        ({"master": "grpc://a", "cluster": object()}, ValueError, "master and cluster"),
+    ],
+)
 def test_run_config_field_rules(kwargs, error, field):
     with pytest.raises(error, match=field):
         RunConfig(**kwargs)
 
 
 def test_run_config_accepts_what_tf_accepts(tmp_path):
-    config = RunConfig(model_dir=pathlib.Path(tmp_path), tf_random_seed=3, device_fn=lambda op: None,
-                       protocol="grpc", log_step_count_steps=None, keep_checkpoint_max=0, master="grpc://m")
+    config = RunConfig(
+        model_dir=pathlib.Path(tmp_path),
+        tf_random_seed=3,
+        device_fn=lambda op: None,
+        protocol="grpc",
+        log_step_count_steps=None,
+        keep_checkpoint_max=0,
+        master="grpc://m",
+    )
     assert config.model_dir == str(tmp_path) and config.evaluation_master == "grpc://m"
 
 
@@ -159,6 +183,7 @@ def test_run_config_replace():
 
 # -- NPURunConfig ---------------------------------------------------------------------------
 
+
 def test_npu_run_config_defaults():
     config = NPURunConfig()
     assert isinstance(config, RunConfig)
@@ -168,18 +193,21 @@ def test_npu_run_config_defaults():
     assert NPURunConfig(save_checkpoints_secs=60).save_checkpoints_steps is None
 
 
-@pytest.mark.parametrize("kwargs,error,field", [
-    ({"iterations_per_loop": 0}, ValueError, "iterations_per_loop"),
-    ({"iterations_per_loop": 2.0}, TypeError, "iterations_per_loop"),
-    ({"mix_compile_mode": 1}, ValueError, "mix_compile_mode"),
-    ({"mix_compile_mode": True, "iterations_per_loop": 10}, ValueError, "iterations_per_loop must be 1"),
-    ({"horovod_mode": "yes"}, ValueError, "horovod_mode"),
-    ({"graph_run_mode": 2}, ValueError, "graph_run_mode"),
-    ({"graph_run_mode": -1}, ValueError, "graph_run_mode"),
-    ({"enable_exception_dump": -1}, ValueError, "enable_exception_dump"),
-    ({"precision_mode": 16}, TypeError, "precision_mode"),
-    ({"save_checkpoints_steps": 10, "save_checkpoints_secs": 10}, ValueError, "save_checkpoints"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,field",
+    [
+        ({"iterations_per_loop": 0}, ValueError, "iterations_per_loop"),
+        ({"iterations_per_loop": 2.0}, TypeError, "iterations_per_loop"),
+        ({"mix_compile_mode": 1}, ValueError, "mix_compile_mode"),
+        ({"mix_compile_mode": True, "iterations_per_loop": 10}, ValueError, "iterations_per_loop must be 1"),
+        ({"horovod_mode": "yes"}, ValueError, "horovod_mode"),
+        ({"graph_run_mode": 2}, ValueError, "graph_run_mode"),
+        ({"graph_run_mode": -1}, ValueError, "graph_run_mode"),
+        ({"enable_exception_dump": -1}, ValueError, "enable_exception_dump"),
+        ({"precision_mode": 16}, TypeError, "precision_mode"),
+        ({"save_checkpoints_steps": 10, "save_checkpoints_secs": 10}, ValueError, "save_checkpoints"),
+    ],
+)
 def test_npu_run_config_rules(kwargs, error, field):
     with pytest.raises(error, match=field):
         NPURunConfig(**kwargs)

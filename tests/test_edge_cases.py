@@ -44,12 +44,19 @@ def test_a_metric_named_loss_is_refused(tmp_path, use_tpu):
         logits = state.apply_fn(state.params, features["x"])
         loss = jnp.mean(logits)
         if use_tpu:
-            return jaxspec.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
-                lambda lg: {"loss": jaxspec.metrics.mean(lg)}, [logits]))
+            return jaxspec.TPUEstimatorSpec(
+                mode, loss=loss, eval_metrics=(lambda lg: {"loss": jaxspec.metrics.mean(lg)}, [logits])
+            )
         return jaxspec.EstimatorSpec(mode, loss=loss, eval_metric_ops={"loss": jaxspec.metrics.mean(logits)})
 
-    est = jaxspec.TPUEstimator(model_fn, config=fast_config(str(tmp_path)), use_tpu=use_tpu, train_batch_size=16,
-                               eval_batch_size=16, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        model_fn,
+        config=fast_config(str(tmp_path)),
+        use_tpu=use_tpu,
+        train_batch_size=16,
+        eval_batch_size=16,
+        init_fn=init_fn,
+    )
     with pytest.raises(ValueError, match="'loss'"):
         est.evaluate(lambda params: ({"x": x}, y))
 
@@ -61,8 +68,11 @@ def test_python_number_leaves_in_train_op(tmp_path):
         loss = jnp.mean(features["x"]) * state["w"]
         return jaxspec.EstimatorSpec(mode, loss=loss, train_op={"w": state["w"] * 0.5, "b": 0.25})
 
-    est = jaxspec.Estimator(model_fn, config=fast_config(str(tmp_path)),
-                            init_fn=lambda: {"w": jnp.float32(2.0), "b": jnp.float32(0.0)})
+    est = jaxspec.Estimator(
+        model_fn,
+        config=fast_config(str(tmp_path)),
+        init_fn=lambda: {"w": jnp.float32(2.0), "b": jnp.float32(0.0)},
+    )
     est.train(input_fn, steps=2)
     assert est.get_variable_value("w") == 0.5 and est.get_variable_value("b") == 0.25
 
@@ -70,8 +80,11 @@ def test_python_number_leaves_in_train_op(tmp_path):
         return jaxspec.EstimatorSpec(mode, loss=jnp.mean(features["x"]), train_op={"w": state["w"], "b": 1})
 
     with pytest.raises(ValueError, match=r"\['b'\]"):  # an int where the state holds a float
-        jaxspec.Estimator(bad, config=fast_config(str(tmp_path / "bad")),
-                          init_fn=lambda: {"w": jnp.float32(2.0), "b": jnp.float32(0.0)}).train(input_fn, steps=1)
+        jaxspec.Estimator(
+            bad,
+            config=fast_config(str(tmp_path / "bad")),
+            init_fn=lambda: {"w": jnp.float32(2.0), "b": jnp.float32(0.0)},
+        ).train(input_fn, steps=1)
 
 
 def test_predictions_not_batched_on_axis_0(tmp_path):
@@ -82,11 +95,13 @@ def test_predictions_not_batched_on_axis_0(tmp_path):
         return jaxspec.EstimatorSpec(mode, predictions={"logits": logits, "total": jnp.sum(logits)})
 
     est = jaxspec.Estimator(model_fn, config=fast_config(str(tmp_path)), init_fn=init_fn)
-    batches = list(est.predict(lambda: ({"x": x[s:s + 4]} for s in range(0, 12, 4)), yield_single_examples=False))
+    batches = list(
+        est.predict(lambda: ({"x": x[s : s + 4]} for s in range(0, 12, 4)), yield_single_examples=False)
+    )
     assert len(batches) == 3 and batches[0]["total"].shape == () and batches[0]["logits"].shape == (4, 10)
     np.testing.assert_allclose(batches[0]["total"], batches[0]["logits"].sum(), rtol=1e-5)
     with pytest.raises(ValueError, match="'total'"):
-        next(est.predict(lambda: ({"x": x[s:s + 4]} for s in range(0, 12, 4))))
+        next(est.predict(lambda: ({"x": x[s : s + 4]} for s in range(0, 12, 4))))
 
 
 def test_train_and_evaluate_evaluates_each_checkpoint_once(tmp_path):
@@ -101,29 +116,36 @@ def test_train_and_evaluate_evaluates_each_checkpoint_once(tmp_path):
 
     config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=2, log_step_count_steps=None)
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
-    train_and_evaluate(est, TrainSpec(input_fn, max_steps=6), EvalSpec(input_fn, steps=1, throttle_secs=0,
-                                                                        exporters=[Recorder()]))
+    train_and_evaluate(
+        est,
+        TrainSpec(input_fn, max_steps=6),
+        EvalSpec(input_fn, steps=1, throttle_secs=0, exporters=[Recorder()]),
+    )
     assert seen == [(2, False), (4, False), (6, True)]
 
 
 def test_short_training_batches_on_the_mesh(tmp_path, caplog):
     x, y = digits(80)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32,
-                               init_fn=init_fn)
-    batches = lambda: (({"x": x[s:s + 32]}, y[s:s + 32]) for s in range(0, 80, 32))  # noqa: E731 - 32, 32, 16
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32, init_fn=init_fn
+    )
+    batches = lambda: (({"x": x[s : s + 32]}, y[s : s + 32]) for s in range(0, 80, 32))  # noqa: E731 - 32, 32, 16
     with caplog.at_level("WARNING", logger="jaxspec"):
         est.train(batches, steps=10)
     assert est.get_variable_value("step") == 2  # the two full steps trained and saved
     assert "16 rows" in caplog.text
-    short_first = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path / "b")),
-                                       train_batch_size=32, init_fn=init_fn)
+    short_first = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path / "b")), train_batch_size=32, init_fn=init_fn
+    )
     with pytest.raises(ValueError, match="batch_size"):
         short_first.train(lambda: ({"x": x[:16]}, y[:16]), steps=1)
 
 
 def test_string_features_are_named(tmp_path):
     x, y = digits(8)
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     with pytest.raises(TypeError, match=r"features\['name'\]"):
         est.train(lambda: ({"x": x, "name": np.array(["a"] * 8)}, y), steps=1)
 
@@ -132,7 +154,9 @@ def test_input_fn_tuples_other_than_pairs(tmp_path):
     """As tf.estimator: a tuple from input_fn is (features, labels); any other length,
     one included, is a ValueError."""
     x, y = digits(8)
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     for bad in (lambda: iter([({"x": x},)]), lambda: iter([({"x": x}, y, y)])):
         with pytest.raises(ValueError, match="features, labels"):
             est.train(bad, steps=1)

@@ -19,8 +19,15 @@ def _numpy_reference(est, x, y):
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_eval_over_37_examples_batch_8(tmp_path, use_tpu):
     x, y = digits(37)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 2), use_tpu=use_tpu,
-                               train_batch_size=8, eval_batch_size=8, predict_batch_size=8, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path), 2),
+        use_tpu=use_tpu,
+        train_batch_size=8,
+        eval_batch_size=8,
+        predict_batch_size=8,
+        init_fn=init_fn,
+    )
     est.train(batches_input_fn(x, y, 8, repeat=True), steps=3)
     results = est.evaluate(batches_input_fn(x, y, 8))
     preds, accuracy, mean_label = _numpy_reference(est, x, y)
@@ -35,11 +42,19 @@ def test_mesh_and_one_device_agree(tmp_path):
     x, y = digits(37)
     results = {}
     for use_tpu in (True, False):
-        est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path / str(use_tpu))),
-                                   use_tpu=use_tpu, train_batch_size=8, eval_batch_size=16,
-                                   predict_batch_size=16, init_fn=init_fn)
-        results[use_tpu] = (est.evaluate(batches_input_fn(x, y, 16)),
-                            est.evaluate(batches_input_fn(x[:32], y[:32], 16)))
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=fast_config(str(tmp_path / str(use_tpu))),
+            use_tpu=use_tpu,
+            train_batch_size=8,
+            eval_batch_size=16,
+            predict_batch_size=16,
+            init_fn=init_fn,
+        )
+        results[use_tpu] = (
+            est.evaluate(batches_input_fn(x, y, 16)),
+            est.evaluate(batches_input_fn(x[:32], y[:32], 16)),
+        )
     for key in ("accuracy", "mean_label"):
         assert results[True][0][key] == pytest.approx(results[False][0][key], abs=1e-6)
     # With full batches the mean of batch losses is the same on the mesh and off it.
@@ -50,38 +65,57 @@ def test_one_device_loss_is_mean_of_batch_losses(tmp_path):
     """tf.estimator's eval loss: the mean over batches of model_fn's loss; the short last
     batch (5 of 16 rows) runs at its own shape, so its loss covers real rows only."""
     x, y = digits(37)
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)),
-                            init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     est.train(batches_input_fn(x, y, 16, repeat=True), steps=2)
     results = est.evaluate(batches_input_fn(x, y, 16))
     logits = np.stack([p["logits"] for p in est.predict(batches_input_fn(x, None, 16))]).astype(np.float64)
     log_probs = logits - logits.max(1, keepdims=True)
     log_probs -= np.log(np.exp(log_probs).sum(1, keepdims=True))
     per_example = -log_probs[np.arange(37), y]
-    batch_losses = [per_example[s:s + 16].mean() for s in range(0, 37, 16)]
+    batch_losses = [per_example[s : s + 16].mean() for s in range(0, 37, 16)]
     assert results["loss"] == pytest.approx(np.mean(batch_losses), rel=1e-5)
 
 
 @pytest.mark.parametrize("n", [1, 7, 37, 64])
 def test_predict_yields_exactly_n_in_order(tmp_path, n):
     x, y = digits(n)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 3), train_batch_size=8,
-                               predict_batch_size=16, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path), 3),
+        train_batch_size=8,
+        predict_batch_size=16,
+        init_fn=init_fn,
+    )
     preds = list(est.predict(batches_input_fn(x, None, 16)))
     assert len(preds) == n
-    one = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), use_tpu=False,
-                               train_batch_size=8, predict_batch_size=n, init_fn=init_fn)
+    one = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path)),
+        use_tpu=False,
+        train_batch_size=8,
+        predict_batch_size=n,
+        init_fn=init_fn,
+    )
     ref = list(one.predict(batches_input_fn(x, None, n)))
-    np.testing.assert_allclose(np.stack([p["logits"] for p in preds]),
-                               np.stack([p["logits"] for p in ref]), atol=1e-5)
+    np.testing.assert_allclose(
+        np.stack([p["logits"] for p in preds]), np.stack([p["logits"] for p in ref]), atol=1e-5
+    )
 
 
 def test_predict_batches_and_keys(tmp_path):
     x, _ = digits(20)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=8,
-                               predict_batch_size=8, init_fn=init_fn)
-    batches = list(est.predict(batches_input_fn(x, None, 8), predict_keys=["class_ids"],
-                               yield_single_examples=False))
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path)),
+        train_batch_size=8,
+        predict_batch_size=8,
+        init_fn=init_fn,
+    )
+    batches = list(
+        est.predict(batches_input_fn(x, None, 8), predict_keys=["class_ids"], yield_single_examples=False)
+    )
     assert [b["class_ids"].shape[0] for b in batches] == [8, 8, 4]
     assert all(set(b) == {"class_ids"} for b in batches)
     with pytest.raises(ValueError, match="nope"):
@@ -90,7 +124,8 @@ def test_predict_batches_and_keys(tmp_path):
 
 def test_evaluate_needs_eval_batch_size_on_the_mesh(tmp_path):
     x, y = digits(16)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=8,
-                               init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=8, init_fn=init_fn
+    )
     with pytest.raises(ValueError, match="eval_batch_size"):
         est.evaluate(batches_input_fn(x, y, 8))

@@ -17,11 +17,18 @@ def test_example_model_round_trip(tmp_path):
     est = digits.make_estimator(str(tmp_path))
     est.train(digits.make_input_fn(x_train, y_train, training=True), max_steps=20)
     x = x_test[:45]  # 45 is not a multiple of the predict batch: padded on the mesh
-    predictions = list(est.predict(lambda params: ({"x": x[s:s + params["batch_size"]]}
-                                                   for s in range(0, len(x), params["batch_size"]))))
+    predictions = list(
+        est.predict(
+            lambda params: (
+                {"x": x[s : s + params["batch_size"]]} for s in range(0, len(x), params["batch_size"])
+            )
+        )
+    )
     assert len(predictions) == 45
 
-    receiver = tf_bridge.build_parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([64], tf.float32)})
+    receiver = tf_bridge.build_parsing_serving_input_receiver_fn(
+        {"x": tf.io.FixedLenFeature([64], tf.float32)}
+    )
     export_dir = est.export_saved_model(str(tmp_path / "export"), receiver).decode()
     assert os.path.basename(export_dir).isdigit()
 

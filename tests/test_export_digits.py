@@ -30,9 +30,15 @@ def model(tmp_path_factory):
     host_calls = []
 
     def make(use_tpu):
-        return jaxspec.TPUEstimator(model_fn=digits.make_model_fn(lambda *args: host_calls.append(args)), config=config,
-                                    use_tpu=use_tpu, train_batch_size=64, eval_batch_size=64,
-                                    predict_batch_size=64, init_fn=digits.init_fn)
+        return jaxspec.TPUEstimator(
+            model_fn=digits.make_model_fn(lambda *args: host_calls.append(args)),
+            config=config,
+            use_tpu=use_tpu,
+            train_batch_size=64,
+            eval_batch_size=64,
+            predict_batch_size=64,
+            init_fn=digits.init_fn,
+        )
 
     # Train off the mesh (one compile of one device: quicker); export, predict and
     # evaluate with the mesh TPUEstimator, whose export is its CPU graph.
@@ -40,12 +46,23 @@ def model(tmp_path_factory):
     est = make(True)
     host_calls.clear()
     eval_input_fn = digits.make_input_fn(x_test, y_test, training=False)
-    supervised = tf_bridge.build_supervised_input_receiver_fn_from_input_fn(eval_input_fn, params={"batch_size": 64})
-    serving = tf_bridge.build_parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([64], tf.float32)})
+    supervised = tf_bridge.build_supervised_input_receiver_fn_from_input_fn(
+        eval_input_fn, params={"batch_size": 64}
+    )
+    serving = tf_bridge.build_parsing_serving_input_receiver_fn(
+        {"x": tf.io.FixedLenFeature([64], tf.float32)}
+    )
     path = est.experimental_export_all_saved_models(
-        str(root / "export"), {TRAIN: supervised, EVAL: supervised, PREDICT: serving}).decode()
-    return {"est": est, "path": path, "x": x_test, "y": y_test, "eval_input_fn": eval_input_fn,
-            "host_calls": host_calls}
+        str(root / "export"), {TRAIN: supervised, EVAL: supervised, PREDICT: serving}
+    ).decode()
+    return {
+        "est": est,
+        "path": path,
+        "x": x_test,
+        "y": y_test,
+        "eval_input_fn": eval_input_fn,
+        "host_calls": host_calls,
+    }
 
 
 def test_signature_defs_equal_tf_estimators_but_int_width(model):
@@ -55,8 +72,13 @@ def test_signature_defs_equal_tf_estimators_but_int_width(model):
 
 def test_serving_equals_predict_at_batch_1_7_300(model):
     x = model["x"][:300]
-    predictions = list(model["est"].predict(lambda params: ({"x": x[s:s + params["batch_size"]]}
-                                                            for s in range(0, len(x), params["batch_size"]))))
+    predictions = list(
+        model["est"].predict(
+            lambda params: (
+                {"x": x[s : s + params["batch_size"]]} for s in range(0, len(x), params["batch_size"])
+            )
+        )
+    )
     probabilities = np.stack([p["probabilities"] for p in predictions])
     class_ids = np.array([p["class_ids"] for p in predictions])
     loaded = tf.saved_model.load(model["path"], tags=["serve"])
@@ -78,9 +100,13 @@ def test_eval_graph_streams_the_mesh_evaluation(model):
         sig = tf.compat.v1.saved_model.loader.load(session, ["eval"], model["path"]).signature_def["eval"]
         x, y = model["x"], model["y"]
         for s in range(0, len(x), 100):  # other batches than the mesh's 64: the state streams
-            session.run([sig.outputs[f"metrics/{m}/update_op"].name for m in ("accuracy", "mean_max_probability")],
-                        {sig.inputs["x"].name: x[s:s + 100], sig.inputs["label"].name: y[s:s + 100]})
-        got = session.run({m: sig.outputs[f"metrics/{m}/value"].name for m in ("accuracy", "mean_max_probability")})
+            session.run(
+                [sig.outputs[f"metrics/{m}/update_op"].name for m in ("accuracy", "mean_max_probability")],
+                {sig.inputs["x"].name: x[s : s + 100], sig.inputs["label"].name: y[s : s + 100]},
+            )
+        got = session.run(
+            {m: sig.outputs[f"metrics/{m}/value"].name for m in ("accuracy", "mean_max_probability")}
+        )
     np.testing.assert_allclose(got["accuracy"], want["accuracy"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(got["mean_max_probability"], want["mean_max_probability"], rtol=0, atol=1e-5)
 

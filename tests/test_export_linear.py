@@ -35,8 +35,9 @@ X, Y = linear_data(21)  # 21 rows: eval batches of 8, 8 and 5
 
 
 def make_estimator(model_dir):
-    return jaxspec.Estimator(linear_model_fn, str(model_dir), config=fast_config(str(model_dir)),
-                             init_fn=linear_init_fn)
+    return jaxspec.Estimator(
+        linear_model_fn, str(model_dir), config=fast_config(str(model_dir)), init_fn=linear_init_fn
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,8 @@ def linear(tmp_path_factory):
     supervised = tf_bridge.build_supervised_input_receiver_fn_from_input_fn(batches_fn(X, Y, 8))
     serving = tf_bridge.build_parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([3], tf.float32)})
     path = est.experimental_export_all_saved_models(
-        str(root / "export"), {TRAIN: supervised, EVAL: supervised, PREDICT: serving}).decode()
+        str(root / "export"), {TRAIN: supervised, EVAL: supervised, PREDICT: serving}
+    ).decode()
     return {"est": est, "path": path, "root": root}
 
 
@@ -75,8 +77,7 @@ def served(linear):
 @pytest.mark.parametrize("batch", [1, 7, 300])
 def test_serving_equals_predict(linear, served, batch):
     xs, _ = linear_data(batch, seed=batch)
-    want = np.stack([p["predictions"] for p in linear["est"].predict(
-        lambda: iter([{"x": xs}]))])
+    want = np.stack([p["predictions"] for p in linear["est"].predict(lambda: iter([{"x": xs}]))])
     examples = serialize(xs)
     got = served.signatures["predict"](examples=examples)["predictions"].numpy()
     assert got.shape == (batch, 1)
@@ -124,9 +125,11 @@ def test_v1_eval_graph_streams_jaxspecs_metrics(linear):
     sig = meta.signature_def["eval"]
     out = {k: v.name for k, v in sig.outputs.items()}
     for s in range(0, len(X), 8):
-        feed = {sig.inputs["x"].name: X[s:s + 8], sig.inputs["label"].name: Y[s:s + 8]}
-        got = session.run({k: out[k] for k in ("loss", "predictions", "metrics/mae/update_op",
-                                               "metrics/rmse/update_op")}, feed)
+        feed = {sig.inputs["x"].name: X[s : s + 8], sig.inputs["label"].name: Y[s : s + 8]}
+        got = session.run(
+            {k: out[k] for k in ("loss", "predictions", "metrics/mae/update_op", "metrics/rmse/update_op")},
+            feed,
+        )
     values = session.run({k: out[f"metrics/{k}/value"] for k in ("mae", "rmse")})
     session.close()
     # update_op returned the value after the last batch; value reads the same state.
@@ -143,13 +146,25 @@ def test_saved_model_cli_lists_every_signature(linear):
     if not os.path.exists(cli):
         pytest.skip("saved_model_cli is not installed next to this Python")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    shown = subprocess.run([cli, "show", "--dir", linear["path"], "--all"], capture_output=True, text=True,
-                           env=env, check=True, timeout=120).stdout
-    for tags, key, method in [("train", "train", "training"), ("eval", "eval", "eval"),
-                              ("serve", "serving_default", "regress"), ("serve", "predict", "predict")]:
+    shown = subprocess.run(
+        [cli, "show", "--dir", linear["path"], "--all"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    ).stdout
+    for tags, key, method in [
+        ("train", "train", "training"),
+        ("eval", "eval", "eval"),
+        ("serve", "serving_default", "regress"),
+        ("serve", "predict", "predict"),
+    ]:
         assert f"MetaGraphDef with tag-set: '{tags}'" in shown
         assert f"signature_def['{key}']" in shown
-        assert f"Method name is: tensorflow/{'supervised' if tags != 'serve' else 'serving'}/{method}" in shown
+        assert (
+            f"Method name is: tensorflow/{'supervised' if tags != 'serve' else 'serving'}/{method}" in shown
+        )
 
 
 def test_export_record(linear):
@@ -158,7 +173,9 @@ def test_export_record(linear):
     assert set(record["meta_graphs"]) == {"train", "eval", "serve"}
     assert record["meta_graphs"]["train"]["polymorphic_shapes"] == {"x": "(b, 3)", "labels": "(b, 1)"}
     assert record["meta_graphs"]["serve"]["signatures"] == {
-        "predict": "tensorflow/serving/predict", "serving_default": "tensorflow/serving/regress"}
+        "predict": "tensorflow/serving/predict",
+        "serving_default": "tensorflow/serving/regress",
+    }
     assert record["variables"] == ["params/b", "params/w"]
     assert record["global_step"] == 3
     assert record["tensorflow"] == tf.__version__

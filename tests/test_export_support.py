@@ -68,7 +68,9 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[str,
         if mine["collections"] != ref["collections"]:
             found.append((tags, "collections", str(mine["collections"]), str(ref["collections"])))
         if set(mine["signatures"]) != set(ref["signatures"]):
-            found.append((tags, "signatures", str(sorted(mine["signatures"])), str(sorted(ref["signatures"]))))
+            found.append(
+                (tags, "signatures", str(sorted(mine["signatures"])), str(sorted(ref["signatures"])))
+            )
             continue
         for key, sig in ref["signatures"].items():
             got = mine["signatures"][key]
@@ -84,17 +86,24 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[str,
                         fields.append("name")
                     for field in fields:
                         if got[io][name][field] != info[field]:
-                            found.append((tags, key, io, name, field, str(got[io][name][field]), str(info[field])))
+                            found.append(
+                                (tags, key, io, name, field, str(got[io][name][field]), str(info[field]))
+                            )
     return found
 
 
 def serialize(xs: np.ndarray) -> Any:
     """Serialized tf.Examples with one float feature ``x`` per row."""
-    return tf.constant([
-        tf.train.Example(features=tf.train.Features(feature={
-            "x": tf.train.Feature(float_list=tf.train.FloatList(value=row))})).SerializeToString()
-        for row in xs
-    ])
+    return tf.constant(
+        [
+            tf.train.Example(
+                features=tf.train.Features(
+                    feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=row))}
+                )
+            ).SerializeToString()
+            for row in xs
+        ]
+    )
 
 
 # -- the linear regressor (tools/tf_estimator_reference.py's `linear`) ---------------------
@@ -108,14 +117,24 @@ def linear_model_fn(features, labels, mode, state):
     y = predict(state["params"])
     predictions = {"predictions": y}
     if mode == jaxspec.ModeKeys.PREDICT:
-        return jaxspec.EstimatorSpec(mode, predictions=predictions, export_outputs={
-            "serving_default": RegressionOutput(y), "predict": PredictOutput(predictions)})
+        return jaxspec.EstimatorSpec(
+            mode,
+            predictions=predictions,
+            export_outputs={"serving_default": RegressionOutput(y), "predict": PredictOutput(predictions)},
+        )
     loss, grads = jax.value_and_grad(lambda p: jnp.mean((predict(p) - labels) ** 2))(state["params"])
     if mode == jaxspec.ModeKeys.TRAIN:
         new = jax.tree.map(lambda p, g: p - LINEAR_LR * g, state["params"], grads)
         return jaxspec.EstimatorSpec(mode, loss=loss, train_op={"params": new})
-    return jaxspec.EstimatorSpec(mode, loss=loss, predictions=predictions, eval_metric_ops={
-        "mae": metrics.mean_absolute_error(labels, y), "rmse": metrics.root_mean_squared_error(labels, y)})
+    return jaxspec.EstimatorSpec(
+        mode,
+        loss=loss,
+        predictions=predictions,
+        eval_metric_ops={
+            "mae": metrics.mean_absolute_error(labels, y),
+            "rmse": metrics.root_mean_squared_error(labels, y),
+        },
+    )
 
 
 def linear_init_fn(rng):
@@ -136,9 +155,10 @@ def batches_fn(x: np.ndarray, y: np.ndarray, batch: int, repeat: bool = False) -
         def gen():
             while True:
                 for s in range(0, len(x), batch):
-                    yield {"x": x[s:s + batch]}, y[s:s + batch]
+                    yield {"x": x[s : s + batch]}, y[s : s + batch]
                 if not repeat:
                     return
+
         return gen()
 
     return input_fn

@@ -62,12 +62,22 @@ def _spec_hook_model_fn(log):
 def test_order_and_counts(tmp_path, iterations_per_loop, expected_runs):
     log = []
     user = Recorder("user", log)
-    est = jaxspec.TPUEstimator(_spec_hook_model_fn(log), config=fast_config(str(tmp_path), iterations_per_loop),
-                               train_batch_size=32, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        _spec_hook_model_fn(log),
+        config=fast_config(str(tmp_path), iterations_per_loop),
+        train_batch_size=32,
+        init_fn=init_fn,
+    )
     est.train(_data(), hooks=[user], steps=7)
     names = [e for e in log if e[1] != "before_run" and e[1] != "after_run"]
-    assert names == [("user", "begin"), ("spec", "begin"), ("user", "after_create_session", 0),
-                     ("spec", "after_create_session", 0), ("user", "end"), ("spec", "end")]
+    assert names == [
+        ("user", "begin"),
+        ("spec", "begin"),
+        ("user", "after_create_session", 0),
+        ("spec", "after_create_session", 0),
+        ("user", "end"),
+        ("spec", "end"),
+    ]
     runs = [e for e in log if e[1] == "after_run"]
     assert len(runs) == 2 * expected_runs
     assert [e[0] for e in log if e[1] == "before_run"][:2] == ["user", "spec"]
@@ -77,8 +87,9 @@ def test_order_and_counts(tmp_path, iterations_per_loop, expected_runs):
 
 
 def test_stop_at_step_hook_shortens_the_loop(tmp_path):
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 4), train_batch_size=32,
-                               init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path), 4), train_batch_size=32, init_fn=init_fn
+    )
     est.train(_data(), hooks=[StopAtStepHook(num_steps=6)])
     assert est._checkpoint_store().latest_step() == 6
     est.train(_data(), hooks=[StopAtStepHook(last_step=9)])
@@ -92,15 +103,17 @@ def test_request_stop_ends_training(tmp_path):
         def after_run(self, run_context, run_values):
             run_context.request_stop()
 
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32,
-                               init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32, init_fn=init_fn
+    )
     est.train(_data(), hooks=[StopAfter()], steps=10)
     assert est._checkpoint_store().latest_step() == 2  # one loop of 2 steps
 
 
 def test_logging_tensor_hook(tmp_path, caplog):
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)),
-                            init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     hook = LoggingTensorHook({"my_loss": "loss", "step": "global_step"}, every_n_iter=2, at_end=True)
     with caplog.at_level(logging.INFO, logger="jaxspec"):
         est.train(_data(), hooks=[hook], steps=5)
@@ -111,8 +124,9 @@ def test_logging_tensor_hook(tmp_path, caplog):
 
 
 def test_final_ops_and_nan_hooks(tmp_path):
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)),
-                            init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     final = FinalOpsHook({"step": "global_step", "loss": "loss"})
     est.train(_data(), hooks=[final, NanTensorHook("loss")], steps=3)
     assert int(final.final_ops_values["step"]) == 3
@@ -138,13 +152,22 @@ def test_saving_listeners(tmp_path):
     config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=2, log_step_count_steps=None)
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
     est.train(_data(), steps=5, saving_listeners=[Listener()])
-    assert calls == ["begin", ("before", 2), ("after", 2), ("before", 4), ("after", 4),
-                     ("before", 5), ("after", 5), ("end", 5)]
+    assert calls == [
+        "begin",
+        ("before", 2),
+        ("after", 2),
+        ("before", 4),
+        ("after", 4),
+        ("before", 5),
+        ("after", 5),
+        ("end", 5),
+    ]
 
 
 def test_hook_fetching_an_unknown_name_fails(tmp_path):
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)),
-                            init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
     with pytest.raises(ValueError, match="nope"):
         est.train(_data(), hooks=[Recorder("bad", [], fetches=["nope"])], steps=1)
 
@@ -179,8 +202,9 @@ def test_spec_hook_sees_its_own_step_tensor(tmp_path):
 def test_profiler_hook_writes_a_trace(tmp_path):
     from jaxspec.hooks import ProfilerHook
 
-    est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path / "m")),
-                            init_fn=init_fn)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path / "m")), init_fn=init_fn
+    )
     est.train(_data(), hooks=[ProfilerHook(save_steps=2, output_dir=str(tmp_path / "trace"))], steps=3)
     traces = [f for _, _, files in __import__("os").walk(tmp_path / "trace") for f in files]
     assert any(f.endswith(".xplane.pb") for f in traces), traces
@@ -189,7 +213,9 @@ def test_profiler_hook_writes_a_trace(tmp_path):
 def test_own_checkpoint_saver_hook_replaces_the_default(tmp_path):
     from jaxspec.hooks import CheckpointSaverHook
 
-    config = jaxspec.RunConfig(model_dir=str(tmp_path / "m"), save_checkpoints_steps=1, log_step_count_steps=None)
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path / "m"), save_checkpoints_steps=1, log_step_count_steps=None
+    )
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
     saver = CheckpointSaverHook(str(tmp_path / "elsewhere"), save_steps=2)
     est.train(_data(), hooks=[saver], steps=5)
@@ -203,18 +229,25 @@ def test_own_checkpoint_saver_hook_replaces_the_default(tmp_path):
 
 def test_progress_lines_and_the_flag_that_turns_them_off(tmp_path, caplog):
     x, y = digits(48)
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), log_step_count_steps=2, save_checkpoints_steps=None,
-                               save_checkpoints_secs=None)
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        log_step_count_steps=2,
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+    )
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
     with caplog.at_level(logging.INFO, logger="jaxspec"):
         est.train(_data(), steps=4)
-        list(est.predict(lambda: ({"x": x[s:s + 8]} for s in range(0, 48, 8))))
+        list(est.predict(lambda: ({"x": x[s : s + 8]} for s in range(0, 48, 8))))
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "step = 2" in text and "step = 4" in text and "global_step/sec" in text
     assert "Prediction: 6 batches, 48 examples" in text
     caplog.clear()
-    quiet = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), init_fn=init_fn,
-                              config=config.replace(log_step_count_steps=None, model_dir=str(tmp_path / "q")))
+    quiet = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True),
+        init_fn=init_fn,
+        config=config.replace(log_step_count_steps=None, model_dir=str(tmp_path / "q")),
+    )
     with caplog.at_level(logging.INFO, logger="jaxspec"):
         quiet.train(_data(), steps=4)
     assert not [r for r in caplog.records if "global_step/sec" in r.getMessage()]

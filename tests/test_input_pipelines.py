@@ -14,9 +14,14 @@ GLOBAL, REPLICAS, STEPS = 64, 8, 3
 
 
 def _config(model_dir, pipeline):
-    return jaxspec.RunConfig(model_dir=model_dir, save_checkpoints_steps=None, save_checkpoints_secs=None,
-                             log_step_count_steps=None, save_summary_steps=0,
-                             tpu_config=jaxspec.TPUConfig(iterations_per_loop=2, per_host_input_for_training=pipeline))
+    return jaxspec.RunConfig(
+        model_dir=model_dir,
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=2, per_host_input_for_training=pipeline),
+    )
 
 
 def _input_fn(pipeline, x, y, calls):
@@ -25,8 +30,16 @@ def _input_fn(pipeline, x, y, calls):
     def input_fn(params):
         ctx = params["context"]
         host_device, index, total = ctx.current_input_fn_deployment()
-        calls.append(dict(batch_size=params["batch_size"], num_replicas=ctx.num_replicas, num_hosts=ctx.num_hosts,
-                          index=index, total=total, pipeline=ctx.input_pipeline))
+        calls.append(
+            dict(
+                batch_size=params["batch_size"],
+                num_replicas=ctx.num_replicas,
+                num_hosts=ctx.num_hosts,
+                index=index,
+                total=total,
+                pipeline=ctx.input_pipeline,
+            )
+        )
         b = params["batch_size"]
 
         def gen():
@@ -35,11 +48,12 @@ def _input_fn(pipeline, x, y, calls):
                 gx, gy = x[rows], y[rows]
                 if pipeline is IPC.PER_HOST_V2:
                     for r in range(REPLICAS):
-                        yield {"x": gx[r * b:(r + 1) * b]}, gy[r * b:(r + 1) * b]
+                        yield {"x": gx[r * b : (r + 1) * b]}, gy[r * b : (r + 1) * b]
                 elif pipeline is IPC.PER_SHARD_V1:
-                    yield {"x": gx[index * b:(index + 1) * b]}, gy[index * b:(index + 1) * b]
+                    yield {"x": gx[index * b : (index + 1) * b]}, gy[index * b : (index + 1) * b]
                 else:
                     yield {"x": gx}, gy
+
         return gen()
 
     return input_fn
@@ -58,12 +72,18 @@ def test_every_pipeline_trains_the_same(tmp_path):
     finals = {}
     for pipeline, (batch_size, ncalls) in EXPECTED.items():
         calls = []
-        est = jaxspec.TPUEstimator(make_model_fn(), config=_config(str(tmp_path / pipeline.name), pipeline),
-                                   train_batch_size=GLOBAL, init_fn=init_fn)
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=_config(str(tmp_path / pipeline.name), pipeline),
+            train_batch_size=GLOBAL,
+            init_fn=init_fn,
+        )
         est.train(_input_fn(pipeline, x, y, calls), steps=STEPS)
         assert len(calls) == ncalls, pipeline
         assert {c["batch_size"] for c in calls} == {batch_size}
-        assert all(c["num_replicas"] == REPLICAS and c["num_hosts"] == 1 and c["pipeline"] is pipeline for c in calls)
+        assert all(
+            c["num_replicas"] == REPLICAS and c["num_hosts"] == 1 and c["pipeline"] is pipeline for c in calls
+        )
         if pipeline is IPC.PER_SHARD_V1:
             assert sorted(c["index"] for c in calls) == list(range(8)) and {c["total"] for c in calls} == {8}
         assert est.get_variable_value("step") == STEPS
@@ -71,14 +91,22 @@ def test_every_pipeline_trains_the_same(tmp_path):
     reference = finals[IPC.PER_HOST_V1]
     for pipeline, values in finals.items():
         for name in reference:
-            np.testing.assert_allclose(values[name], reference[name], atol=1e-5, err_msg=f"{pipeline.name} {name}")
+            np.testing.assert_allclose(
+                values[name], reference[name], atol=1e-5, err_msg=f"{pipeline.name} {name}"
+            )
 
 
 @pytest.mark.parametrize("pipeline", [IPC.PER_HOST_V2, IPC.PER_SHARD_V1, IPC.BROADCAST])
 def test_eval_and_predict_padding_in_each_pipeline(tmp_path, pipeline):
     x, y = digits(37)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=_config(str(tmp_path), pipeline), train_batch_size=GLOBAL,
-                               eval_batch_size=16, predict_batch_size=16, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=_config(str(tmp_path), pipeline),
+        train_batch_size=GLOBAL,
+        eval_batch_size=16,
+        predict_batch_size=16,
+        init_fn=init_fn,
+    )
 
     def input_fn(params):
         b = params["batch_size"]
@@ -86,7 +114,7 @@ def test_eval_and_predict_padding_in_each_pipeline(tmp_path, pipeline):
         starts = range(0, 37, b)
         if pipeline is IPC.PER_SHARD_V1:  # replica i reads every total-th batch
             starts = list(starts)[index::total]
-        return (({"x": x[s:s + b]}, y[s:s + b]) for s in starts)
+        return (({"x": x[s : s + b]}, y[s : s + b]) for s in starts)
 
     results = est.evaluate(input_fn)
     preds = list(est.predict(lambda params: (f for f, _ in input_fn(params))))
@@ -95,4 +123,3 @@ def test_eval_and_predict_padding_in_each_pipeline(tmp_path, pipeline):
     # PER_SHARD_V1: replica i reads batches i, i+8, ...; interleaved they come back in order.
     assert results["accuracy"] == pytest.approx(float(np.mean(ids == y)), abs=1e-6)
     assert results["mean_label"] == pytest.approx(float(np.mean(y)), abs=1e-6)
-

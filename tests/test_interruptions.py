@@ -16,8 +16,12 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_subproc
 
 
 def _start(model_dir: str, max_steps: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, SCRIPT, model_dir, str(max_steps), "0.05"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, SCRIPT, model_dir, str(max_steps), "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait_for_steps(proc: subprocess.Popen, n: int) -> None:

@@ -26,8 +26,13 @@ class LoopSizes(jaxspec.SessionRunHook):
 
 
 def _est(path, ipl=4, **kwargs):
-    return jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(path), ipl, **kwargs), train_batch_size=32,
-                                eval_batch_size=32, init_fn=init_fn)
+    return jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(path), ipl, **kwargs),
+        train_batch_size=32,
+        eval_batch_size=32,
+        init_fn=init_fn,
+    )
 
 
 def _data(n=32):
@@ -78,8 +83,13 @@ def test_warm_start(tmp_path):
     out, hidden = "params/params/Dense_0/kernel", "params/params/Dense_1/kernel"
 
     def one_step(name, **kwargs):
-        est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path / name), 1), train_batch_size=32,
-                                   init_fn=init_fn, **kwargs)
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=fast_config(str(tmp_path / name), 1),
+            train_batch_size=32,
+            init_fn=init_fn,
+            **kwargs,
+        )
         est.train(input_fn, steps=1)
         return est
 
@@ -92,15 +102,24 @@ def test_warm_start(tmp_path):
     assert gap(warm, source, out) <= 0.05 + 1e-6 and gap(warm, source, hidden) <= 0.05 + 1e-6
     assert gap(fresh, source, hidden) > 0.1
 
-    only_hidden = one_step("hidden", warm_start_from=WarmStartSettings(
-        str(tmp_path / "source"), vars_to_warm_start="params/params/Dense_1/.*"))
+    only_hidden = one_step(
+        "hidden",
+        warm_start_from=WarmStartSettings(
+            str(tmp_path / "source"), vars_to_warm_start="params/params/Dense_1/.*"
+        ),
+    )
     assert gap(only_hidden, source, hidden) <= 0.05 + 1e-6
     assert gap(only_hidden, fresh, out) <= 0.1 + 1e-6 < gap(only_hidden, source, out)
 
     with pytest.raises(ValueError, match="shape"):  # a [10] bias cannot warm-start a [16] one
-        one_step("renamed", warm_start_from=WarmStartSettings(
-            str(tmp_path / "source"), vars_to_warm_start="params/params/Dense_1/bias",
-            var_name_to_prev_var_name={"params/params/Dense_1/bias": "params/params/Dense_0/bias"}))
+        one_step(
+            "renamed",
+            warm_start_from=WarmStartSettings(
+                str(tmp_path / "source"),
+                vars_to_warm_start="params/params/Dense_1/bias",
+                var_name_to_prev_var_name={"params/params/Dense_1/bias": "params/params/Dense_0/bias"},
+            ),
+        )
 
 
 def _scalars(logdir, tag):
@@ -113,11 +132,17 @@ def _scalars(logdir, tag):
 
 def test_event_files_read_back(tmp_path):
     _, _, input_fn = _data()
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_summary_steps=2, log_step_count_steps=4,
-                               save_checkpoints_secs=None, save_checkpoints_steps=None,
-                               tpu_config=jaxspec.TPUConfig(iterations_per_loop=3))
-    est = jaxspec.TPUEstimator(make_model_fn(), config=config, train_batch_size=32, eval_batch_size=32,
-                               init_fn=init_fn)
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_summary_steps=2,
+        log_step_count_steps=4,
+        save_checkpoints_secs=None,
+        save_checkpoints_steps=None,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=3),
+    )
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=config, train_batch_size=32, eval_batch_size=32, init_fn=init_fn
+    )
     est.train(input_fn, steps=8)
     losses = _scalars(str(tmp_path), "loss")
     assert [s for s, _ in losses] == [2, 4, 6, 8] and all(np.isfinite(v) for _, v in losses)
@@ -151,8 +176,13 @@ def test_checkpoint_path_and_moved_model_dir(tmp_path):
 
 def test_iterations_per_loop_as_a_duration(tmp_path):
     _, _, input_fn = _data()
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
-                               log_step_count_steps=None, tpu_config=jaxspec.TPUConfig(iterations_per_loop="1s"))
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop="1s"),
+    )
     est = jaxspec.TPUEstimator(make_model_fn(), config=config, train_batch_size=32, init_fn=init_fn)
     sizes = LoopSizes()
     est.train(input_fn, steps=40, hooks=[sizes])

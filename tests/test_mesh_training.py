@@ -22,10 +22,17 @@ def _final_params(est):
 def test_eight_replicas_match_one_device(tmp_path):
     x, y = digits(64 * 4)
     tpu_calls, cpu_calls = [], []
-    tpu = jaxspec.TPUEstimator(make_model_fn(tpu_calls), config=fast_config(str(tmp_path / "tpu"), 3),
-                               train_batch_size=64, init_fn=init_fn)
-    one = jaxspec.Estimator(make_model_fn(cpu_calls, as_estimator_spec=True),
-                            config=fast_config(str(tmp_path / "one")), init_fn=init_fn)
+    tpu = jaxspec.TPUEstimator(
+        make_model_fn(tpu_calls),
+        config=fast_config(str(tmp_path / "tpu"), 3),
+        train_batch_size=64,
+        init_fn=init_fn,
+    )
+    one = jaxspec.Estimator(
+        make_model_fn(cpu_calls, as_estimator_spec=True),
+        config=fast_config(str(tmp_path / "one")),
+        init_fn=init_fn,
+    )
     tpu.train(batches_input_fn(x, y, 64, repeat=True), steps=10)
     one.train(batches_input_fn(x, y, 64, repeat=True), steps=10)
 
@@ -48,8 +55,12 @@ def test_eight_replicas_match_one_device(tmp_path):
 def test_host_call_once_per_step_in_order(tmp_path, iterations_per_loop):
     x, y = digits(64)
     calls = []
-    est = jaxspec.TPUEstimator(make_model_fn(calls), config=fast_config(str(tmp_path), iterations_per_loop),
-                               train_batch_size=32, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(calls),
+        config=fast_config(str(tmp_path), iterations_per_loop),
+        train_batch_size=32,
+        init_fn=init_fn,
+    )
     est.train(batches_input_fn(x, y, 32, repeat=True), steps=7)  # ends mid-loop for 3 and 50
     est.train(batches_input_fn(x, y, 32, repeat=True), max_steps=11)
     steps = [int(step[0]) for step, _ in calls]
@@ -59,8 +70,9 @@ def test_host_call_once_per_step_in_order(tmp_path, iterations_per_loop):
 
 def test_state_on_the_mesh_is_replicated(tmp_path):
     x, y = digits(32)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path), 2),
-                               train_batch_size=32, init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path), 2), train_batch_size=32, init_fn=init_fn
+    )
     est.train(batches_input_fn(x, y, 32, repeat=True), steps=2)
     assert len(jax.devices()) == 8
     assert est._mesh().size == 8
@@ -68,24 +80,33 @@ def test_state_on_the_mesh_is_replicated(tmp_path):
 
 def test_batch_size_not_divisible_by_replicas(tmp_path):
     x, y = digits(36)
-    est = jaxspec.TPUEstimator(make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=36,
-                               init_fn=init_fn)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=fast_config(str(tmp_path)), train_batch_size=36, init_fn=init_fn
+    )
     with pytest.raises(ValueError, match="divisible"):  # checked when the batch size is used, as TF
         est.train(batches_input_fn(x, y, 36, repeat=True), steps=1)
 
 
 def test_params_must_not_hold_batch_size(tmp_path):
     with pytest.raises(ValueError, match="batch_size"):
-        jaxspec.TPUEstimator(lambda features, params: None, params={"batch_size": 8},
-                             config=fast_config(str(tmp_path)), train_batch_size=8)
+        jaxspec.TPUEstimator(
+            lambda features, params: None,
+            params={"batch_size": 8},
+            config=fast_config(str(tmp_path)),
+            train_batch_size=8,
+        )
 
 
 def test_host_call_every_n_steps(tmp_path):
     x, y = digits(64)
     calls = []
-    config = jaxspec.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None, save_checkpoints_secs=None,
-                               log_step_count_steps=None, tpu_config=jaxspec.TPUConfig(
-                                   iterations_per_loop=4, experimental_host_call_every_n_steps=3))
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=4, experimental_host_call_every_n_steps=3),
+    )
     est = jaxspec.TPUEstimator(make_model_fn(calls), config=config, train_batch_size=32, init_fn=init_fn)
     est.train(batches_input_fn(x, y, 32, repeat=True), steps=10)
     assert [int(step[0]) for step, _ in calls] == [0, 3, 6, 9]

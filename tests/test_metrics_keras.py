@@ -21,7 +21,7 @@ keras = pytest.importorskip("keras")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import os, tempfile
     import jax, jax.numpy as jnp, keras, numpy as np
     import jaxspec
@@ -114,14 +114,20 @@ SCRIPT = textwrap.dedent('''
     except TypeError as e:
         assert "non-zero" in str(e), e
     print("KERAS_OK")
-''')
+""")
 
 
 def test_keras_metrics_stream_on_the_jax_backend():
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=600)
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="jax",
+        PYTHONPATH=ROOT,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        XLA_FLAGS="--xla_force_host_platform_device_count=8",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     assert out.returncode == 0 and "KERAS_OK" in out.stdout, out.stderr[-4000:]
 
 

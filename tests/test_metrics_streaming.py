@@ -84,7 +84,9 @@ def metric_fn(labels: Any, p: Any, v: Any, w: Any) -> dict[str, Any]:
         "rmse": metrics.root_mean_squared_error(p[:, 0], p[:, 1]),
         "cosine": metrics.mean_cosine_distance(onehot, p, dim=1),
         "auc": metrics.auc(onehot, p, w[:, None]),
-        "pr_auc": metrics.auc(onehot, p, curve="PR", summation_method="careful_interpolation", num_thresholds=50),
+        "pr_auc": metrics.auc(
+            onehot, p, curve="PR", summation_method="careful_interpolation", num_thresholds=50
+        ),
         "sens": metrics.sensitivity_at_specificity(binary, p[:, 1], 0.7),
         "spec": metrics.specificity_at_sensitivity(binary, p[:, 1], 0.7, w),
         "tp_at": metrics.true_positives_at_thresholds(binary, p[:, 1], [0.25, 0.5, 0.75]),
@@ -108,7 +110,8 @@ def model_fn(features, labels, mode, params, state):
 def _input_fn(features: dict[str, np.ndarray], labels: np.ndarray) -> Any:
     def input_fn(params):
         b = params["batch_size"]
-        return (({k: x[s:s + b] for k, x in features.items()}, labels[s:s + b]) for s in range(0, N, b))
+        return (({k: x[s : s + b] for k, x in features.items()}, labels[s : s + b]) for s in range(0, N, b))
+
     return input_fn
 
 
@@ -118,13 +121,25 @@ def _evaluate(tmp_path: Any, shards: int | None, per_replica: int) -> dict[str, 
     steps = -(-N // (per_replica * replicas))
     ipl = max(d for d in range(1, 7) if steps % d == 0)  # whole loops: one compilation
     config = jaxspec.RunConfig(
-        model_dir=str(tmp_path / f"{shards}_{per_replica}"), save_checkpoints_steps=None, save_checkpoints_secs=None,
-        log_step_count_steps=None, save_summary_steps=0,
-        tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl, num_shards=shards,
-                                     per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2))
-    est = jaxspec.TPUEstimator(model_fn, config=config, use_tpu=shards is not None, train_batch_size=replicas,
-                               eval_batch_size=per_replica * replicas,
-                               init_fn=lambda: {"b": jnp.zeros((), jnp.float32)})
+        model_dir=str(tmp_path / f"{shards}_{per_replica}"),
+        save_checkpoints_steps=None,
+        save_checkpoints_secs=None,
+        log_step_count_steps=None,
+        save_summary_steps=0,
+        tpu_config=jaxspec.TPUConfig(
+            iterations_per_loop=ipl,
+            num_shards=shards,
+            per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2,
+        ),
+    )
+    est = jaxspec.TPUEstimator(
+        model_fn,
+        config=config,
+        use_tpu=shards is not None,
+        train_batch_size=replicas,
+        eval_batch_size=per_replica * replicas,
+        init_fn=lambda: {"b": jnp.zeros((), jnp.float32)},
+    )
     return est.evaluate(_input_fn(features, labels))
 
 
@@ -183,8 +198,8 @@ def _event_tags(paths: list[str]) -> set[str]:
         data = open(path, "rb").read()
         pos = 0
         while pos < len(data):
-            length = int.from_bytes(data[pos:pos + 8], "little")
-            event = Event.FromString(data[pos + 12:pos + 12 + length])
+            length = int.from_bytes(data[pos : pos + 8], "little")
+            event = Event.FromString(data[pos + 12 : pos + 12 + length])
             tags |= {v.tag for v in event.summary.value}
             pos += 12 + length + 4
     return tags

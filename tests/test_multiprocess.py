@@ -30,8 +30,18 @@ def _run_two_processes(model_dir: str, tmp_path) -> list[dict]:
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
         env.pop("XLA_FLAGS", None)
         out = str(tmp_path / f"{kind}.json")
-        procs.append((subprocess.Popen([sys.executable, SCRIPT, model_dir, out], env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True), out))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, SCRIPT, model_dir, out],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                out,
+            )
+        )
     results = []
     for proc, out in procs:
         log, _ = proc.communicate(timeout=420)
@@ -80,8 +90,11 @@ def test_checkpoint_from_two_processes_resumes_in_one(runs):
     tmp, (chief, _), one, _ = runs
     resumed = worker.make_estimator(str(tmp / "two"), [])
     assert resumed.get_variable_value("step") == worker.STEPS
-    np.testing.assert_allclose(resumed.get_variable_value("params/params/Dense_0/kernel"),
-                               chief["params"]["params/params/Dense_0/kernel"], atol=0)
+    np.testing.assert_allclose(
+        resumed.get_variable_value("params/params/Dense_0/kernel"),
+        chief["params"]["params/params/Dense_0/kernel"],
+        atol=0,
+    )
     resumed.train(worker.train_input_fn, steps=2)  # one process, 8 devices, continues
     one.train(worker.train_input_fn, steps=2)
     a, b = resumed._checkpoint_store().read(), one._checkpoint_store().read()

@@ -15,10 +15,26 @@ def test_import_jaxspec_does_not_import_tensorflow():
 def test_public_api():
     import jaxspec
 
-    for name in ["ModeKeys", "EstimatorSpec", "TPUEstimatorSpec", "NPUEstimatorSpec", "Estimator", "TPUEstimator",
-                 "RunConfig", "TPUConfig", "Scaffold", "SessionRunHook", "SessionRunArgs", "CrossShardOptimizer"]:
+    for name in [
+        "ModeKeys",
+        "EstimatorSpec",
+        "TPUEstimatorSpec",
+        "NPUEstimatorSpec",
+        "Estimator",
+        "TPUEstimator",
+        "RunConfig",
+        "TPUConfig",
+        "Scaffold",
+        "SessionRunHook",
+        "SessionRunArgs",
+        "CrossShardOptimizer",
+    ]:
         assert hasattr(jaxspec, name), name
-    assert (jaxspec.ModeKeys.TRAIN, jaxspec.ModeKeys.EVAL, jaxspec.ModeKeys.PREDICT) == ("train", "eval", "infer")
+    assert (jaxspec.ModeKeys.TRAIN, jaxspec.ModeKeys.EVAL, jaxspec.ModeKeys.PREDICT) == (
+        "train",
+        "eval",
+        "infer",
+    )
     from jaxspec.export import ClassificationOutput, PredictOutput, RegressionOutput  # noqa: F401
 
     config = jaxspec.RunConfig(tpu_config=jaxspec.TPUConfig(iterations_per_loop=7))

@@ -21,12 +21,15 @@ def test_classification_output_needs_scores_or_classes():
     assert ClassificationOutput(classes=ids).tensors()["classes"] is ids
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    ({"scores": jnp.ones((2, 3), jnp.int32)}, "scores"),
-    ({"scores": [[0.5, 0.5]]}, "scores"),
-    ({"classes": jnp.ones((2,), jnp.float32)}, "classes"),
-    ({"classes": "a"}, "classes"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"scores": jnp.ones((2, 3), jnp.int32)}, "scores"),
+        ({"scores": [[0.5, 0.5]]}, "scores"),
+        ({"classes": jnp.ones((2,), jnp.float32)}, "classes"),
+        ({"classes": "a"}, "classes"),
+    ],
+)
 def test_classification_output_types(kwargs, field):
     with pytest.raises(ValueError, match=f"ClassificationOutput: {field}"):
         ClassificationOutput(**kwargs)
@@ -49,4 +52,3 @@ def test_predict_output_single_array_and_keys():
     with pytest.raises(ValueError, match="output 'y' must be an array"):
         PredictOutput({"y": [1.0]})
     assert all(isinstance(o, ExportOutput) for o in (PredictOutput(value), RegressionOutput(value)))
-

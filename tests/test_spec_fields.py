@@ -24,8 +24,10 @@ def host_fn(a, b):
     return None
 
 
-@pytest.mark.parametrize("cls,field", [(TPUEstimatorSpec, "host_call"), (TPUEstimatorSpec, "eval_metrics"),
-                                       (NPUEstimatorSpec, "host_call")])
+@pytest.mark.parametrize(
+    "cls,field",
+    [(TPUEstimatorSpec, "host_call"), (TPUEstimatorSpec, "eval_metrics"), (NPUEstimatorSpec, "host_call")],
+)
 def test_fn_tensors_pair_rules(cls, field):
     def build(value):
         return cls(ModeKeys.EVAL, loss=LOSS, **{field: value})
@@ -72,21 +74,27 @@ def test_scaffold_fn():
 
 def test_as_estimator_spec_hooks_in_every_list():
     hook = jaxspec.SessionRunHook()
-    spec = TPUEstimatorSpec(ModeKeys.TRAIN, loss=LOSS, train_op=STATE, host_call=(host_fn, [T, T]),
-                            training_hooks=[hook])
+    spec = TPUEstimatorSpec(
+        ModeKeys.TRAIN, loss=LOSS, train_op=STATE, host_call=(host_fn, [T, T]), training_hooks=[hook]
+    )
     cpu = spec.as_estimator_spec()
     assert type(cpu) is EstimatorSpec and cpu.train_op is STATE
     assert cpu.training_hooks[0] is hook
     for hooks in (cpu.training_hooks[1:], cpu.evaluation_hooks, cpu.prediction_hooks):
-        assert len(hooks) == 1 and isinstance(hooks[0], HostCallHook) and hooks[0].host_call == (host_fn, [T, T])
+        assert (
+            len(hooks) == 1 and isinstance(hooks[0], HostCallHook) and hooks[0].host_call == (host_fn, [T, T])
+        )
 
 
 def test_as_estimator_spec_metric_fn_by_keyword():
     def metric_fn(labels, predictions):
         return {"acc": jaxspec.metrics.accuracy(labels, predictions)}
 
-    spec = TPUEstimatorSpec(ModeKeys.EVAL, loss=LOSS, eval_metrics=(
-        metric_fn, {"predictions": jnp.array([1, 0]), "labels": jnp.array([1, 1])}))
+    spec = TPUEstimatorSpec(
+        ModeKeys.EVAL,
+        loss=LOSS,
+        eval_metrics=(metric_fn, {"predictions": jnp.array([1, 0]), "labels": jnp.array([1, 1])}),
+    )
     assert float(spec.as_estimator_spec().eval_metric_ops["acc"].compute()) == pytest.approx(0.5)
 
 
@@ -99,14 +107,20 @@ def test_npu_host_call_is_kept_readable_and_immutable():
         spec.loss = LOSS
     with pytest.raises(AttributeError):
         EstimatorSpec(ModeKeys.EVAL, loss=LOSS).extra = 1
-    positional = NPUEstimatorSpec(ModeKeys.EVAL, None, LOSS, None, None, None, None, None, None, None, None,
-                                  (host_fn, [T, T]))
+    positional = NPUEstimatorSpec(
+        ModeKeys.EVAL, None, LOSS, None, None, None, None, None, None, None, None, (host_fn, [T, T])
+    )
     assert positional.host_call[0] is host_fn  # the adapter's argument order
 
 
 def test_specs_are_pytrees_of_their_arrays():
-    spec = EstimatorSpec(ModeKeys.TRAIN, loss=LOSS, train_op=STATE, predictions={"p": T},
-                         training_hooks=[jaxspec.SessionRunHook()])
+    spec = EstimatorSpec(
+        ModeKeys.TRAIN,
+        loss=LOSS,
+        train_op=STATE,
+        predictions={"p": T},
+        training_hooks=[jaxspec.SessionRunHook()],
+    )
     assert len(jax.tree.leaves(spec)) == 3
     doubled = jax.tree.map(lambda x: x * 2, spec)
     assert type(doubled) is EstimatorSpec and float(doubled.loss) == 3.0
@@ -123,7 +137,9 @@ def test_specs_are_pytrees_of_their_arrays():
 
 
 def test_specs_pickle():
-    spec = NPUEstimatorSpec(ModeKeys.EVAL, loss=np.float32(1.0), host_call=(host_fn, [np.ones(2), np.ones(2)]))
+    spec = NPUEstimatorSpec(
+        ModeKeys.EVAL, loss=np.float32(1.0), host_call=(host_fn, [np.ones(2), np.ones(2)])
+    )
     again = pickle.loads(pickle.dumps(spec))
     assert type(again) is NPUEstimatorSpec and again.host_call[0] is host_fn and float(again.loss) == 1.0
 

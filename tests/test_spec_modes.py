@@ -87,8 +87,12 @@ def test_as_estimator_spec_applies_metric_fn_and_host_call():
         return {"accuracy": jaxspec.metrics.accuracy(labels, predictions)}
 
     labels = jnp.array([1, 2, 3, 4])
-    spec = TPUEstimatorSpec(ModeKeys.EVAL, loss=LOSS, eval_metrics=(metric_fn, [labels, jnp.array([1, 2, 0, 4])]),
-                            host_call=(lambda loss: None, [LOSS[None]]))
+    spec = TPUEstimatorSpec(
+        ModeKeys.EVAL,
+        loss=LOSS,
+        eval_metrics=(metric_fn, [labels, jnp.array([1, 2, 0, 4])]),
+        host_call=(lambda loss: None, [LOSS[None]]),
+    )
     cpu = spec.as_estimator_spec()
     assert isinstance(cpu, EstimatorSpec)
     assert float(cpu.eval_metric_ops["accuracy"].compute()) == pytest.approx(0.75)

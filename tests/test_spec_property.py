@@ -30,8 +30,14 @@ def arrays(draw):
 
 
 junk = st.one_of(
-    st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=3), st.just(SPARSE),
-    st.just(object()), st.lists(st.integers(), max_size=2), st.just(jaxspec.SessionRunHook()),
+    st.none(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.just(SPARSE),
+    st.just(object()),
+    st.lists(st.integers(), max_size=2),
+    st.just(jaxspec.SessionRunHook()),
 )
 values = st.one_of(arrays(), junk)
 keys = st.one_of(st.text(max_size=4), st.integers(0, 3))
@@ -43,10 +49,14 @@ def mostly(valid, invalid):
     return st.integers(0, 19).flatmap(lambda i: valid if i else invalid)
 
 
-float_arrays = st.builds(lambda shape: jnp.zeros(shape, jnp.float32), st.sampled_from([(), (1,), (3,), (2, 2)]))
+float_arrays = st.builds(
+    lambda shape: jnp.zeros(shape, jnp.float32), st.sampled_from([(), (1,), (3,), (2, 2)])
+)
 scalars = st.builds(lambda shape: np.zeros(shape, np.float32), st.sampled_from([(), (1,), (1, 1)]))
-modes = mostly(st.sampled_from([*ModeKeys.all(), None]),
-               st.one_of(st.sampled_from(["predict", "training", ""]), st.integers(0, 2)))
+modes = mostly(
+    st.sampled_from([*ModeKeys.all(), None]),
+    st.one_of(st.sampled_from(["predict", "training", ""]), st.integers(0, 2)),
+)
 
 
 def _fn(arity):
@@ -63,29 +73,38 @@ valid_pairs = st.one_of(
     st.tuples(st.just(_metric_fn), st.fixed_dictionaries({"a": float_arrays, "b": float_arrays})),
     st.tuples(st.just(_fn(3)), st.lists(float_arrays, max_size=3)),
 )
-pairs = mostly(valid_pairs, st.one_of(
-    junk,
-    st.tuples(st.integers(0, 4).map(_fn), st.lists(arrays(), max_size=3)),
-    st.tuples(st.integers(0, 4).map(_fn), st.dictionaries(st.sampled_from("abc"), arrays(), max_size=2)),
-    st.tuples(junk, st.lists(arrays(), max_size=2)),
-    st.lists(st.one_of(st.integers(0, 4).map(_fn), st.lists(arrays(), max_size=2)), max_size=3),
-))
+pairs = mostly(
+    valid_pairs,
+    st.one_of(
+        junk,
+        st.tuples(st.integers(0, 4).map(_fn), st.lists(arrays(), max_size=3)),
+        st.tuples(st.integers(0, 4).map(_fn), st.dictionaries(st.sampled_from("abc"), arrays(), max_size=2)),
+        st.tuples(junk, st.lists(arrays(), max_size=2)),
+        st.lists(st.one_of(st.integers(0, 4).map(_fn), st.lists(arrays(), max_size=2)), max_size=3),
+    ),
+)
 heads = mostly(
     st.one_of(
-        st.dictionaries(st.text(min_size=1, max_size=3), float_arrays, min_size=1, max_size=2).map(PredictOutput),
+        st.dictionaries(st.text(min_size=1, max_size=3), float_arrays, min_size=1, max_size=2).map(
+            PredictOutput
+        ),
         st.just(RegressionOutput(np.zeros(3, np.float32))),
         st.just(ClassificationOutput(scores=np.zeros((3, 2), np.float32))),
     ),
     junk,
 )
 head_keys = st.sampled_from(["serving_default", "head", "other", 7])
-hooks = mostly(st.one_of(st.none(), st.lists(st.just(jaxspec.SessionRunHook()), max_size=2)),
-               st.one_of(junk, st.lists(st.one_of(st.just(jaxspec.SessionRunHook()), junk), max_size=3)))
+hooks = mostly(
+    st.one_of(st.none(), st.lists(st.just(jaxspec.SessionRunHook()), max_size=2)),
+    st.one_of(junk, st.lists(st.one_of(st.just(jaxspec.SessionRunHook()), junk), max_size=3)),
+)
 common = dict(
     mode=modes,
     predictions=mostly(
         st.one_of(st.none(), float_arrays, st.dictionaries(st.text(max_size=3), float_arrays, max_size=3)),
-        st.one_of(values, st.dictionaries(keys, st.one_of(values, st.dictionaries(keys, values)), max_size=3)),
+        st.one_of(
+            values, st.dictionaries(keys, st.one_of(values, st.dictionaries(keys, values)), max_size=3)
+        ),
     ),
     loss=mostly(st.one_of(st.none(), scalars), values),
     train_op=mostly(
@@ -93,23 +112,40 @@ common = dict(
         st.one_of(values, st.dictionaries(keys, st.one_of(values, st.lists(values, max_size=2)), max_size=3)),
     ),
     export_outputs=mostly(st.one_of(st.none(), st.dictionaries(head_keys, heads, max_size=3)), junk),
-    training_hooks=hooks, evaluation_hooks=hooks, prediction_hooks=hooks,
+    training_hooks=hooks,
+    evaluation_hooks=hooks,
+    prediction_hooks=hooks,
 )
-estimator_args = st.fixed_dictionaries({
-    **common,
-    "eval_metric_ops": mostly(
-        st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.one_of(
-            st.tuples(float_arrays, float_arrays), st.just(jaxspec.metrics.mean(jnp.ones(2)))), max_size=2)),
-        st.one_of(junk, st.dictionaries(keys, values, max_size=2)),
-    ),
-    "training_chief_hooks": hooks,
-    "scaffold": mostly(st.one_of(st.none(), st.just(jaxspec.Scaffold())), junk),
-})
-tpu_args = st.fixed_dictionaries({
-    **common, "eval_metrics": pairs, "host_call": pairs,
-    "scaffold_fn": mostly(st.one_of(st.none(), st.just(lambda: jaxspec.Scaffold())),
-                          st.one_of(junk, st.just(lambda: None))),
-})
+estimator_args = st.fixed_dictionaries(
+    {
+        **common,
+        "eval_metric_ops": mostly(
+            st.one_of(
+                st.none(),
+                st.dictionaries(
+                    st.text(max_size=3),
+                    st.one_of(
+                        st.tuples(float_arrays, float_arrays), st.just(jaxspec.metrics.mean(jnp.ones(2)))
+                    ),
+                    max_size=2,
+                ),
+            ),
+            st.one_of(junk, st.dictionaries(keys, values, max_size=2)),
+        ),
+        "training_chief_hooks": hooks,
+        "scaffold": mostly(st.one_of(st.none(), st.just(jaxspec.Scaffold())), junk),
+    }
+)
+tpu_args = st.fixed_dictionaries(
+    {
+        **common,
+        "eval_metrics": pairs,
+        "host_call": pairs,
+        "scaffold_fn": mostly(
+            st.one_of(st.none(), st.just(lambda: jaxspec.Scaffold())), st.one_of(junk, st.just(lambda: None))
+        ),
+    }
+)
 
 # deadline: a generous per-example bound that still catches a hang (first examples may compile).
 SETTINGS = settings(max_examples=120, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
@@ -151,9 +187,13 @@ def test_estimator_spec_builds_valid_or_raises_expected(args, cls, host_call):
         args = {**args, "host_call": host_call}
     spec = _build(cls, args)
     if spec is not None:
-        _check_valid(spec, args, ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"))
+        _check_valid(
+            spec, args, ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks")
+        )
         assert isinstance(spec.scaffold, jaxspec.Scaffold) and isinstance(spec.eval_metric_ops, dict)
-        assert _build(cls, {**spec._asdict(), **({"host_call": spec.host_call} if cls is NPUEstimatorSpec else {})})
+        assert _build(
+            cls, {**spec._asdict(), **({"host_call": spec.host_call} if cls is NPUEstimatorSpec else {})}
+        )
 
 
 @SETTINGS

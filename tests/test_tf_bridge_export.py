@@ -399,8 +399,9 @@ def _scale_export(tmp_path, **kwargs):
     def fn(state, features):
         return {"serving_default": {"out": features["v"] * state["w"]}}
 
-    return export_saved_model(str(tmp_path), receiver_fn, fn, state,
-                              {"serving_default": PredictOutput(jnp.zeros((1,)))}, **kwargs)
+    return export_saved_model(
+        str(tmp_path), receiver_fn, fn, state, {"serving_default": PredictOutput(jnp.zeros((1,)))}, **kwargs
+    )
 
 
 def test_tf_too_old_for_this_jax_fails_before_writing(tmp_path, monkeypatch):
@@ -408,7 +409,9 @@ def test_tf_too_old_for_this_jax_fails_before_writing(tmp_path, monkeypatch):
 
     version = _compat.calling_convention_version()
     monkeypatch.setattr(_compat, "tf_max_call_module_version", lambda: version - 1)
-    with pytest.raises(ExportCompatibilityError, match=f"XlaCallModule version {version}.*up to {version - 1}"):
+    with pytest.raises(
+        ExportCompatibilityError, match=f"XlaCallModule version {version}.*up to {version - 1}"
+    ):
         _scale_export(tmp_path, platforms=PLATFORMS)
     assert os.listdir(tmp_path) == []
 
@@ -438,15 +441,28 @@ def test_receiver_vocabulary_becomes_an_asset(tmp_path):
     def receiver_fn():
         words = tf.compat.v1.placeholder(tf.string, [None], name="words")
         table = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(str(vocab), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-                                          tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER), default_value=3)
+            tf.lookup.TextFileInitializer(
+                str(vocab),
+                tf.string,
+                tf.lookup.TextFileIndex.WHOLE_LINE,
+                tf.int64,
+                tf.lookup.TextFileIndex.LINE_NUMBER,
+            ),
+            default_value=3,
+        )
         return ServingInputReceiver({"ids": tf.cast(table.lookup(words), tf.int32)}, {"words": words})
 
     def fn(state, features):
         return {"serving_default": {"value": state["table"][features["ids"]]}}
 
-    path = export_saved_model(str(tmp_path / "export"), receiver_fn, fn, state,
-                              {"serving_default": PredictOutput(jnp.zeros((1,)))}, platforms=PLATFORMS).decode()
+    path = export_saved_model(
+        str(tmp_path / "export"),
+        receiver_fn,
+        fn,
+        state,
+        {"serving_default": PredictOutput(jnp.zeros((1,)))},
+        platforms=PLATFORMS,
+    ).decode()
     assert open(os.path.join(path, "assets", "words.txt")).read() == "zero\none\ntwo\n"
     vocab.unlink()
     got = tf.saved_model.load(path).signatures["serving_default"](words=tf.constant(["two", "zero", "nine"]))
@@ -473,8 +489,9 @@ def test_unknown_inner_dims_stay_unknown_and_static_batch_stays_static(tmp_path)
         np.testing.assert_allclose(served(seq=tf.constant(xs))["total"].numpy(), 2 * xs.sum(1), rtol=1e-5)
 
     fixed = build_parsing_serving_input_receiver_fn(FEATURE_SPEC, default_batch_size=4)
-    path = export_saved_model(str(tmp_path / "b"), fixed, serving_fn, make_state(), make_heads(),
-                              platforms=PLATFORMS).decode()
+    path = export_saved_model(
+        str(tmp_path / "b"), fixed, serving_fn, make_state(), make_heads(), platforms=PLATFORMS
+    ).decode()
     with open(os.path.join(path, "assets.extra", "jaxspec_export.json")) as f:
         assert json.load(f)["polymorphic_shapes"] == {"x": f"(4, {NUM_FEATURES})"}
     sig = read_meta_graph(path).signature_def["serving_default"]
@@ -494,12 +511,17 @@ def test_supervised_receivers_like_tf():
         receiver = SupervisedInputReceiver({"x": x}, y, {"x": x, "y": y})
         assert receiver.labels is y and set(receiver.receiver_tensors) == {"x", "y"}
         assert SupervisedInputReceiver(x, y, x).receiver_tensors == {"input": x}
-        for bad in (lambda: SupervisedInputReceiver(x, None, x), lambda: SupervisedInputReceiver(x, y, None),
-                    lambda: SupervisedInputReceiver(x, np.zeros(3), x)):
+        for bad in (
+            lambda: SupervisedInputReceiver(x, None, x),
+            lambda: SupervisedInputReceiver(x, y, None),
+            lambda: SupervisedInputReceiver(x, np.zeros(3), x),
+        ):
             with pytest.raises(ValueError):
                 bad()
 
-        single = build_raw_supervised_input_receiver_fn(np.zeros((2, 3), np.float32), np.zeros((2,), np.int32))()
+        single = build_raw_supervised_input_receiver_fn(
+            np.zeros((2, 3), np.float32), np.zeros((2,), np.int32)
+        )()
         assert set(single.receiver_tensors) == {"input", "label"}
         assert single.features.shape.as_list() == [None, 3] and single.labels.dtype == tf.int32
         with pytest.raises(ValueError, match="distinct keys"):
@@ -514,7 +536,9 @@ def test_supervised_receivers_like_tf():
         assert made.features["x"].shape.as_list() == [None, 3]
         assert made.labels.shape.as_list() == [None, 1]
 
-        dataset = tf.data.Dataset.from_tensor_slices(({"x": np.zeros((6, 3), np.float32)}, np.zeros(6, np.int64)))
+        dataset = tf.data.Dataset.from_tensor_slices(
+            ({"x": np.zeros((6, 3), np.float32)}, np.zeros(6, np.int64))
+        )
         from_data = build_supervised_input_receiver_fn_from_input_fn(lambda: dataset.batch(4))()
         assert from_data.features["x"].shape.as_list() == [None, 3]
         assert from_data.labels.dtype == tf.int64
@@ -536,8 +560,9 @@ def test_low_level_eval_export_without_labels_streams_a_mean(tmp_path):
         return {"loss": jnp.mean(y), "predictions": y, "metrics": {"mean_y": mean(y)}}
 
     state = {"w": np.float32(2.0)}
-    path = export_all_saved_models(str(tmp_path), {"eval": ModeExport(receiver_fn, eval_fn)}, state,
-                                   platforms=PLATFORMS).decode()
+    path = export_all_saved_models(
+        str(tmp_path), {"eval": ModeExport(receiver_fn, eval_fn)}, state, platforms=PLATFORMS
+    ).decode()
     meta = read_meta_graph(path)
     assert list(meta.meta_info_def.tags) == ["eval"]
     sig = meta.signature_def["eval"]

@@ -69,7 +69,8 @@ def test_npu_run_config_defaults_and_checks() -> None:
     assert config.save_checkpoints_steps == 100 and config.save_checkpoints_secs is None
     assert tf_bridge.NPURunConfig(save_checkpoints_secs=30).save_checkpoints_steps is None
     assert tf_bridge.NPURunConfig(precision_mode="allow_mix_precision").npu_only_settings() == {
-        "precision_mode": "allow_mix_precision"}
+        "precision_mode": "allow_mix_precision"
+    }
     with pytest.raises(TypeError, match="iterations_per_loop"):
         tf_bridge.NPURunConfig(iterations_per_loop=2.0)
     with pytest.raises(ValueError, match="iterations_per_loop"):
@@ -89,8 +90,13 @@ def test_npu_run_config_defaults_and_checks() -> None:
 
 def test_iterations_per_loop_and_host_call_per_step(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     records: list[tuple[str, float, int]] = []
-    config = tf_bridge.NPURunConfig(iterations_per_loop=10, model_dir=str(tmp_path), tf_random_seed=42,
-                                    precision_mode="allow_mix_precision", save_checkpoints_steps=10)
+    config = tf_bridge.NPURunConfig(
+        iterations_per_loop=10,
+        model_dir=str(tmp_path),
+        tf_random_seed=42,
+        precision_mode="allow_mix_precision",
+        save_checkpoints_steps=10,
+    )
     with caplog.at_level(logging.INFO, logger="tf_bridge"):
         est = tf_bridge.NPUEstimator(npu_model_fn(records), config=config, job_start_file="/no/such/file")
     assert "precision_mode" in caplog.text
@@ -127,7 +133,9 @@ def test_npu_host_call_writes_summaries(tmp_path: Any) -> None:
         loss = tf.compat.v1.losses.mean_squared_error(labels, models.linear(features))
         step = tf.compat.v1.train.get_global_step()
         train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
-        return tf_bridge.NPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=(host_fn, [step, loss]))
+        return tf_bridge.NPUEstimatorSpec(
+            mode, loss=loss, train_op=train_op, host_call=(host_fn, [step, loss])
+        )
 
     config = tf_bridge.NPURunConfig(iterations_per_loop=2, model_dir=str(tmp_path / "model"))
     tf_bridge.NPUEstimator(model_fn, config=config).train(models.train_input_fn, steps=4)
@@ -165,13 +173,31 @@ def _run_manager(manager_fn: Any, finite_flags: list[bool]) -> list[tuple[float,
 
 def test_exponential_update_loss_scale_rule() -> None:
     flags = [True, True, True, False, True, False, False, True, True]
-    got = _run_manager(lambda: npu.ExponentialUpdateLossScaleManager(
-        init_loss_scale=2.0 ** 4, incr_every_n_steps=3, decr_every_n_nan_or_inf=2, incr_ratio=2, decr_ratio=0.5),
-        flags)
+    got = _run_manager(
+        lambda: npu.ExponentialUpdateLossScaleManager(
+            init_loss_scale=2.0**4,
+            incr_every_n_steps=3,
+            decr_every_n_nan_or_inf=2,
+            incr_ratio=2,
+            decr_ratio=0.5,
+        ),
+        flags,
+    )
     # by hand: grow after 3 good in a row; shrink after 2 bad (not nec. consecutive); resets
-    assert got == [(16.0, 1, 0), (16.0, 2, 0), (32.0, 0, 0), (32.0, 0, 1), (32.0, 1, 1),
-                   (16.0, 0, 0), (16.0, 0, 1), (16.0, 1, 1), (16.0, 2, 1)]
-    floor = _run_manager(lambda: npu.ExponentialUpdateLossScaleManager(1.5, 100, 1, decr_ratio=0.5), [False] * 2)
+    assert got == [
+        (16.0, 1, 0),
+        (16.0, 2, 0),
+        (32.0, 0, 0),
+        (32.0, 0, 1),
+        (32.0, 1, 1),
+        (16.0, 0, 0),
+        (16.0, 0, 1),
+        (16.0, 1, 1),
+        (16.0, 2, 1),
+    ]
+    floor = _run_manager(
+        lambda: npu.ExponentialUpdateLossScaleManager(1.5, 100, 1, decr_ratio=0.5), [False] * 2
+    )
     assert floor == [(1.0, 0, 0), (1.0, 0, 0)]  # never below 1
     top = _run_manager(lambda: npu.ExponentialUpdateLossScaleManager(3e38, 1), [True])
     assert top[0][0] == pytest.approx(3e38, rel=1e-6)  # growth would overflow float32: kept
@@ -208,8 +234,9 @@ def test_distributed_optimizer_is_the_identity_on_one_rank(monkeypatch: pytest.M
         grads = wrapped.compute_gradients(loss)
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            np.testing.assert_array_equal(session.run(grads[0][0]),
-                                          session.run(plain.compute_gradients(loss)[0][0]))
+            np.testing.assert_array_equal(
+                session.run(grads[0][0]), session.run(plain.compute_gradients(loss)[0][0])
+            )
         monkeypatch.setenv("RANK_SIZE", "8")
         with pytest.raises(RuntimeError, match="RANK_SIZE"):
             wrapped.compute_gradients(loss)
@@ -236,11 +263,15 @@ def test_hands_over_to_npu_bridge_when_it_imports(monkeypatch: pytest.MonkeyPatc
     config_mod = types.SimpleNamespace(NPURunConfig=AdapterConfig)
     package = types.ModuleType("npu_bridge.estimator.npu")
     package.npu_estimator, package.npu_config = estimator_mod, config_mod
-    for name, module in (("npu_bridge", types.ModuleType("npu_bridge")),
-                         ("npu_bridge.estimator", types.ModuleType("npu_bridge.estimator")),
-                         ("npu_bridge.estimator.npu", package)):
+    for name, module in (
+        ("npu_bridge", types.ModuleType("npu_bridge")),
+        ("npu_bridge.estimator", types.ModuleType("npu_bridge.estimator")),
+        ("npu_bridge.estimator.npu", package),
+    ):
         monkeypatch.setitem(sys.modules, name, module)
-    config = tf_bridge.NPURunConfig(iterations_per_loop=5, model_dir=str(tmp_path), precision_mode="force_fp16")
+    config = tf_bridge.NPURunConfig(
+        iterations_per_loop=5, model_dir=str(tmp_path), precision_mode="force_fp16"
+    )
     est = tf_bridge.NPUEstimator(npu_model_fn([]), config=config, job_start_file="job.json")
     assert isinstance(est, AdapterEstimator)
     assert made["config"]["iterations_per_loop"] == 5 and made["config"]["precision_mode"] == "force_fp16"

@@ -26,8 +26,12 @@ M = tf_bridge.ModeKeys
 
 def linear_est(model_dir: Any, losses: list[float] | None = None, **config: Any) -> tf_bridge.Estimator:
     cfg = tf_bridge.RunConfig(tf_random_seed=1, **config)
-    return tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, [] if losses is None else losses),
-                               str(model_dir), config=cfg, params={})
+    return tf_bridge.Estimator(
+        models.make_linear_model_fn(tf_bridge, [] if losses is None else losses),
+        str(model_dir),
+        config=cfg,
+        params={},
+    )
 
 
 def events(path: str) -> dict[str, list[tuple[int, float]]]:
@@ -56,7 +60,9 @@ def test_constructor_checks(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="something"):
         tf_bridge.Estimator(lambda features, something: None)
     with pytest.raises(ValueError, match="model_dir"):
-        tf_bridge.Estimator(fn, str(tmp_path / "a"), config=tf_bridge.RunConfig(model_dir=str(tmp_path / "b")))
+        tf_bridge.Estimator(
+            fn, str(tmp_path / "a"), config=tf_bridge.RunConfig(model_dir=str(tmp_path / "b"))
+        )
     params = {"a": [1]}
     est = tf_bridge.Estimator(lambda features, params: None, params=params)
     params["a"].append(2)
@@ -88,8 +94,9 @@ def test_train_steps_max_steps_and_argument_errors(tmp_path: Any) -> None:
     assert "global_step/sec" in logged
     no_saving = linear_est(tmp_path / "nosave", save_checkpoints_steps=None, save_checkpoints_secs=None)
     with pytest.raises(ValueError, match="saving_listeners"):
-        no_saving.train(models.train_input_fn, steps=1,
-                        saving_listeners=[tf.compat.v1.train.CheckpointSaverListener()])
+        no_saving.train(
+            models.train_input_fn, steps=1, saving_listeners=[tf.compat.v1.train.CheckpointSaverListener()]
+        )
 
 
 def test_saving_listeners_and_checkpoint_steps(tmp_path: Any) -> None:
@@ -131,8 +138,10 @@ def test_input_and_model_fn_result_errors(tmp_path: Any) -> None:
     wrong = tf_bridge.Estimator(lambda features, labels: "spec", str(tmp_path / "c"))
     with pytest.raises(ValueError, match="EstimatorSpec"):
         wrong.train(models.train_input_fn, steps=1)
-    jax_spec = tf_bridge.Estimator(lambda features, labels, mode: jaxspec.EstimatorSpec(
-        mode, loss=np.float32(1.0), train_op={}), str(tmp_path / "d"))
+    jax_spec = tf_bridge.Estimator(
+        lambda features, labels, mode: jaxspec.EstimatorSpec(mode, loss=np.float32(1.0), train_op={}),
+        str(tmp_path / "d"),
+    )
     with pytest.raises(ValueError, match="EstimatorSpec"):
         jax_spec.train(models.train_input_fn, steps=1)
 
@@ -142,7 +151,7 @@ def test_evaluate_metrics_from_tf_ops_and_event_files(tmp_path: Any) -> None:
     result = est.evaluate(models.eval_input_fn)  # no checkpoint: the initial values
     x, y = models.eval_data()
     pred = x @ np.asarray(models.W0, np.float32) + np.float32(models.B0[0])
-    batch_mse = [np.mean((pred[i:i + 4] - y[i:i + 4]) ** 2) for i in (0, 4, 8)]
+    batch_mse = [np.mean((pred[i : i + 4] - y[i : i + 4]) ** 2) for i in (0, 4, 8)]
     assert int(result["global_step"]) == 0
     np.testing.assert_allclose(result["loss"], np.mean(batch_mse), rtol=1e-6)  # mean of batch losses
     np.testing.assert_allclose(result["mae"], np.mean(np.abs(pred - y)), rtol=1e-6)
@@ -153,7 +162,9 @@ def test_evaluate_metrics_from_tf_ops_and_event_files(tmp_path: Any) -> None:
 
     def with_loss_metric(features: Any, labels: Any, mode: str) -> Any:
         loss = tf.reduce_mean(labels)
-        return tf_bridge.EstimatorSpec(mode, loss=loss, eval_metric_ops={"loss": tf.compat.v1.metrics.mean(loss)})
+        return tf_bridge.EstimatorSpec(
+            mode, loss=loss, eval_metric_ops={"loss": tf.compat.v1.metrics.mean(loss)}
+        )
 
     with pytest.raises(ValueError, match="loss"):
         tf_bridge.Estimator(with_loss_metric, str(tmp_path / "b")).evaluate(models.eval_input_fn)
@@ -176,8 +187,13 @@ def test_warm_start_from_another_model_dir(tmp_path: Any) -> None:
     source.train(models.train_input_fn, steps=3)
     cfg = tf_bridge.RunConfig(tf_random_seed=1)
     ws = tf_bridge.WarmStartSettings(source.model_dir, vars_to_warm_start="w")
-    target = tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path / "target"),
-                                 config=cfg, params={}, warm_start_from=ws)
+    target = tf_bridge.Estimator(
+        models.make_linear_model_fn(tf_bridge, []),
+        str(tmp_path / "target"),
+        config=cfg,
+        params={},
+        warm_start_from=ws,
+    )
     target.train(models.train_input_fn, steps=1)
     ckpt0 = os.path.join(target.model_dir, "model.ckpt-0")
     np.testing.assert_array_equal(tf.train.load_variable(ckpt0, "w"), source.get_variable_value("w"))
@@ -205,15 +221,18 @@ def test_early_stopping_hook_reads_eval_summaries(tmp_path: Any) -> None:
 def _supervised_receiver() -> Any:
     x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
     y = tf.compat.v1.placeholder(tf.float32, [None, 1], name="y")
-    return types.SimpleNamespace(features={"x": x}, labels=y, receiver_tensors={"x": x, "y": y},
-                                 receiver_tensors_alternatives=None)
+    return types.SimpleNamespace(
+        features={"x": x}, labels=y, receiver_tensors={"x": x, "y": y}, receiver_tensors_alternatives=None
+    )
 
 
 def test_export_all_modes_uses_tf_metric_output_names(tmp_path: Any) -> None:
     est = linear_est(tmp_path / "model")
     est.train(models.train_input_fn, steps=1)
     path = est.experimental_export_all_saved_models(
-        str(tmp_path / "export"), {M.EVAL: _supervised_receiver, M.PREDICT: models.serving_input_receiver_fn(tf_bridge)})
+        str(tmp_path / "export"),
+        {M.EVAL: _supervised_receiver, M.PREDICT: models.serving_input_receiver_fn(tf_bridge)},
+    )
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["eval"], path.decode())
         outputs = set(meta.signature_def["eval"].outputs)
@@ -229,7 +248,9 @@ def test_metric_names_follow_tf_supervised_output() -> None:
     with tf.Graph().as_default():
         pair = tf.compat.v1.metrics.mean(tf.constant([1.0]))
         names = ["acc", "metrics_x", ("a", "b")]
-        tf_out = tf_bridge.spec._tf_export_output.EvalOutput(loss=tf.constant(1.0), metrics={n: pair for n in names})
+        tf_out = tf_bridge.spec._tf_export_output.EvalOutput(
+            loss=tf.constant(1.0), metrics={n: pair for n in names}
+        )
         expected = set(tf_out.metrics)
     ours = {key for n in names for key in convert.metric_output_keys(n)}
     assert ours == expected
@@ -278,13 +299,19 @@ def test_tpu_estimator_contract(tmp_path: Any, caplog: pytest.LogCaptureFixture)
     assert "CPU path" in caplog.text
     with pytest.raises(ValueError, match="params"):
         est.train(lambda: models.train_input_fn(), steps=1)
-    no_params = tf_bridge.TPUEstimator(lambda features, labels, mode: None, config=config.replace(
-        model_dir=str(tmp_path / "np")), use_tpu=False)
+    no_params = tf_bridge.TPUEstimator(
+        lambda features, labels, mode: None,
+        config=config.replace(model_dir=str(tmp_path / "np")),
+        use_tpu=False,
+    )
     with pytest.raises(ValueError, match="params"):
         no_params.train(models.train_input_fn, steps=1)
     est.train(models.train_input_fn, steps=1)
     path = est.export_saved_model(str(tmp_path / "export"), models.serving_input_receiver_fn(tf_bridge))
-    assert records["model_fn_params"] == [("train", 4, False), ("infer", None, False)]  # export: no batch size
+    assert records["model_fn_params"] == [
+        ("train", 4, False),
+        ("infer", None, False),
+    ]  # export: no batch size
     assert tf.io.gfile.exists(os.path.join(path.decode(), "saved_model.pb"))
 
 

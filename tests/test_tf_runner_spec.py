@@ -127,8 +127,12 @@ def test_tpu_spec_pairs_and_as_estimator_spec() -> None:
         tf_bridge.TPUEstimatorSpec(M.EVAL, loss=loss, scaffold_fn=1)
     scaffold = tf.compat.v1.train.Scaffold()
     spec = tf_bridge.TPUEstimatorSpec(
-        M.EVAL, loss=loss, eval_metrics=(metric_fn, {"labels": labels, "predictions": labels * 2}),
-        host_call=(lambda x: tf.identity(x), [labels]), scaffold_fn=lambda: scaffold)
+        M.EVAL,
+        loss=loss,
+        eval_metrics=(metric_fn, {"labels": labels, "predictions": labels * 2}),
+        host_call=(lambda x: tf.identity(x), [labels]),
+        scaffold_fn=lambda: scaffold,
+    )
     cpu = spec.as_estimator_spec()
     assert isinstance(cpu, tf_bridge.EstimatorSpec) and cpu.scaffold is scaffold
     assert set(cpu.eval_metric_ops) == {"mae"}

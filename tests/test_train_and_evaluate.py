@@ -29,10 +29,23 @@ def test_every_n_steps_with_exporters_and_two_eval_specs(tmp_path):
     est = _estimator(str(tmp_path))
     train = TrainSpec(batches_input_fn(x, y, 32, repeat=True), max_steps=12)
     evals = [
-        EvalSpec(batches_input_fn(x[:32], y[:32], 16), steps=None, name="first_half", every_n_steps=4,
-                 exporters=[LatestExporter("latest", _receiver(), exports_to_keep=2), FinalExporter("final", _receiver())]),
-        EvalSpec(batches_input_fn(x[32:], y[32:], 16), steps=None, name="second_half", every_n_steps=6,
-                 exporters=BestExporter(serving_input_receiver_fn=_receiver())),
+        EvalSpec(
+            batches_input_fn(x[:32], y[:32], 16),
+            steps=None,
+            name="first_half",
+            every_n_steps=4,
+            exporters=[
+                LatestExporter("latest", _receiver(), exports_to_keep=2),
+                FinalExporter("final", _receiver()),
+            ],
+        ),
+        EvalSpec(
+            batches_input_fn(x[32:], y[32:], 16),
+            steps=None,
+            name="second_half",
+            every_n_steps=6,
+            exporters=BestExporter(serving_input_receiver_fn=_receiver()),
+        ),
     ]
     (first, first_exports), (second, second_exports) = train_and_evaluate(est, train, evals)
     assert first["global_step"] == second["global_step"] == 12
@@ -40,7 +53,9 @@ def test_every_n_steps_with_exporters_and_two_eval_specs(tmp_path):
     latest = sorted(os.listdir(tmp_path / "export" / "latest"))
     assert len(latest) == 2  # evaluations at 4, 8, 12 and the final one; two kept
     assert len(os.listdir(tmp_path / "export" / "final")) == 1
-    assert first_exports[1] is not None and first_exports[1].decode().startswith(str(tmp_path / "export" / "final"))
+    assert first_exports[1] is not None and first_exports[1].decode().startswith(
+        str(tmp_path / "export" / "final")
+    )
     assert os.path.isdir(tmp_path / "eval_first_half") and os.path.isdir(tmp_path / "eval_second_half")
     assert len(os.listdir(tmp_path / "export" / "best_exporter")) >= 1
 
@@ -49,8 +64,10 @@ def test_throttled_local_run(tmp_path):
     x, y = digits(64)
     est = _estimator(str(tmp_path))
     metrics, exports = train_and_evaluate(
-        est, TrainSpec(batches_input_fn(x, y, 32, repeat=True), max_steps=8),
-        EvalSpec(batches_input_fn(x, y, 32), steps=1, throttle_secs=0))
+        est,
+        TrainSpec(batches_input_fn(x, y, 32, repeat=True), max_steps=8),
+        EvalSpec(batches_input_fn(x, y, 32), steps=1, throttle_secs=0),
+    )
     assert metrics["global_step"] == 8 and exports == []
     assert 0.0 <= metrics["accuracy"] <= 1.0
 

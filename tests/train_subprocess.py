@@ -14,8 +14,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
-import jaxspec  # noqa: E402
-from tests.helpers import digits, init_fn, make_model_fn  # noqa: E402
+import jaxspec
+from tests.helpers import digits, init_fn, make_model_fn
 
 
 class Slow(jaxspec.SessionRunHook):
@@ -28,8 +28,13 @@ class Slow(jaxspec.SessionRunHook):
 
 
 def make_estimator(model_dir: str) -> jaxspec.Estimator:
-    config = jaxspec.RunConfig(model_dir=model_dir, save_checkpoints_steps=1, keep_checkpoint_max=None,
-                               log_step_count_steps=None, tf_random_seed=3)
+    config = jaxspec.RunConfig(
+        model_dir=model_dir,
+        save_checkpoints_steps=1,
+        keep_checkpoint_max=None,
+        log_step_count_steps=None,
+        tf_random_seed=3,
+    )
     return jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
 
 

@@ -123,11 +123,16 @@ def check_before_export() -> None:
         if have is not None and not _matches(have, pin):
             logger.warning(
                 "%s %s is installed but jaxspec pins %s%s; the export is checked by loading it.",
-                dist, have, dist, pin,
+                dist,
+                have,
+                dist,
+                pin,
             )
 
 
-def verify_export(export_dir: str, runs: Sequence[tuple[Sequence[str], Mapping[str, np.ndarray], Sequence[str]]]) -> None:
+def verify_export(
+    export_dir: str, runs: Sequence[tuple[Sequence[str], Mapping[str, np.ndarray], Sequence[str]]]
+) -> None:
     """Load ``export_dir`` with ``tf.compat.v1`` and run each ``(tags, feeds, fetches)``:
     feeds map tensor names to arrays (the receiver's features at batch 1), fetches are
     tensor names (signature outputs). What TF Serving would do first, done at export time.

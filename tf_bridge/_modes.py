@@ -74,9 +74,14 @@ class ModeGraph:
 def _receiver(receiver_fn: Callable[[], Any], mode: str) -> Any:
     receiver = receiver_fn()
     if not all(hasattr(receiver, a) for a in ("features", "receiver_tensors")):
-        kinds = "ServingInputReceiver or TensorServingInputReceiver" if mode == PREDICT else (
-            "SupervisedInputReceiver (or ServingInputReceiver)")
-        raise ValueError(f"the {mode} input receiver fn has to return a {kinds}; got {type(receiver).__name__}.")
+        kinds = (
+            "ServingInputReceiver or TensorServingInputReceiver"
+            if mode == PREDICT
+            else ("SupervisedInputReceiver (or ServingInputReceiver)")
+        )
+        raise ValueError(
+            f"the {mode} input receiver fn has to return a {kinds}; got {type(receiver).__name__}."
+        )
     return receiver
 
 
@@ -105,15 +110,27 @@ def _metric_variables(abstract: dict[str, Any]) -> tuple[list[Any], Any]:
     variables = []
     for path, value in with_paths:
         value = np.asarray(value, dtype=jax.dtypes.canonicalize_dtype(np.asarray(value).dtype))
-        variables.append(tf.compat.v1.Variable(
-            tf.constant(value), name="eval_metrics/" + _graph.leaf_name(path), trainable=False, use_resource=True,
-            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES],
-        ))
+        variables.append(
+            tf.compat.v1.Variable(
+                tf.constant(value),
+                name="eval_metrics/" + _graph.leaf_name(path),
+                trainable=False,
+                use_resource=True,
+                collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES],
+            )
+        )
     return variables, treedef
 
 
-def _predict(export: ModeExport, treedef: Any, state_in: list[Any], step: Any, receiver: Any,
-             specs: Any, platforms: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
+def _predict(
+    export: ModeExport,
+    treedef: Any,
+    state_in: list[Any],
+    step: Any,
+    receiver: Any,
+    specs: Any,
+    platforms: Sequence[str],
+) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
     heads = _signatures.check_heads(export.heads)
 
     def body(flat_state: list[Any], step: Any, features: Any) -> Any:
@@ -128,9 +145,18 @@ def _predict(export: ModeExport, treedef: Any, state_in: list[Any], step: Any, r
     return signatures, excluded, [t for head in tensors.values() for t in head.values()]
 
 
-def _supervised(mode: str, export: ModeExport, treedef: Any, state_vars: list[Any], state_in: list[Any],
-                step_var: Any, step: Any, receiver: Any, specs: tuple[Any, Any],
-                platforms: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
+def _supervised(
+    mode: str,
+    export: ModeExport,
+    treedef: Any,
+    state_vars: list[Any],
+    state_in: list[Any],
+    step_var: Any,
+    step: Any,
+    receiver: Any,
+    specs: tuple[Any, Any],
+    platforms: Sequence[str],
+) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
     features, labels = receiver.features, getattr(receiver, "labels", None)
     values: dict[str, Any] = {}
     updates: dict[str, Any] = {}
@@ -140,6 +166,7 @@ def _supervised(mode: str, export: ModeExport, treedef: Any, state_vars: list[An
         return export.fn(jax.tree_util.tree_unflatten(treedef, flat_state), step, f, lab)
 
     if mode == TRAIN:
+
         def train_body(flat_state: list[Any], step: Any, f: Any, lab: Any) -> Any:
             out = model(flat_state, step, f, lab)
             return out["loss"], out["predictions"], jax.tree_util.tree_leaves(out["new_state"])
@@ -169,8 +196,10 @@ def _supervised(mode: str, export: ModeExport, treedef: Any, state_vars: list[An
             out = model(flat_state, step, f, lab)
             acc = jax.tree_util.tree_unflatten(metric_def, flat_acc)
             merged = {name: acc[name].merge(out["metrics"][name]) for name in acc}
-            new_leaves = [new.astype(old.dtype) for new, old in
-                          zip(jax.tree_util.tree_leaves(merged), flat_acc, strict=True)]
+            new_leaves = [
+                new.astype(old.dtype)
+                for new, old in zip(jax.tree_util.tree_leaves(merged), flat_acc, strict=True)
+            ]
             merged = jax.tree_util.tree_unflatten(metric_def, new_leaves)
             return out["loss"], out["predictions"], new_leaves, merged_values(merged)
 
@@ -179,7 +208,9 @@ def _supervised(mode: str, export: ModeExport, treedef: Any, state_vars: list[An
         if metric_vars:
             assigns = [v.assign(n, read_value=False) for v, n in zip(metric_vars, new_acc, strict=True)]
             with tf.control_dependencies(assigns):
-                updates = {name: tf.identity(t, name=f"update_op_{i}") for i, (name, t) in enumerate(after.items())}
+                updates = {
+                    name: tf.identity(t, name=f"update_op_{i}") for i, (name, t) in enumerate(after.items())
+                }
 
             def value_body(flat_acc: list[Any]) -> Any:
                 return merged_values(jax.tree_util.tree_unflatten(metric_def, flat_acc))
@@ -187,12 +218,20 @@ def _supervised(mode: str, export: ModeExport, treedef: Any, state_vars: list[An
             values = _graph.convert(value_body, [None], platforms)([v.value() for v in metric_vars])
     outputs = _signatures.supervised_outputs(loss, predictions, values, updates)
     key, method = _SUPERVISED[mode]
-    signatures, excluded = _signatures.supervised_signature_defs(key, method, receiver.receiver_tensors, outputs)
+    signatures, excluded = _signatures.supervised_signature_defs(
+        key, method, receiver.receiver_tensors, outputs
+    )
     return signatures, excluded, list(outputs.values()) + extra
 
 
-def build(mode: str, export: ModeExport, leaves: Sequence[tuple[str, np.ndarray]], treedef: Any,
-          global_step: int | None, platforms: Sequence[str]) -> ModeGraph:
+def build(
+    mode: str,
+    export: ModeExport,
+    leaves: Sequence[tuple[str, np.ndarray]],
+    treedef: Any,
+    global_step: int | None,
+    platforms: Sequence[str],
+) -> ModeGraph:
     """Build ``mode``'s graph (PREDICT, TRAIN or EVAL; tf.estimator's tags).
 
     Raises:
@@ -210,19 +249,47 @@ def build(mode: str, export: ModeExport, leaves: Sequence[tuple[str, np.ndarray]
         state_in = [var.value() for var in state_vars]
         step = _graph.step_input(step_var)
         if mode == PREDICT:
-            signatures, excluded, fetched = _predict(export, treedef, state_in, step, receiver, feature_specs, platforms)
+            signatures, excluded, fetched = _predict(
+                export, treedef, state_in, step, receiver, feature_specs, platforms
+            )
         else:
             signatures, excluded, fetched = _supervised(
-                mode, export, treedef, state_vars, state_in, step_var, step, receiver,
-                (feature_specs, label_specs), platforms)
+                mode,
+                export,
+                treedef,
+                state_vars,
+                state_in,
+                step_var,
+                step,
+                receiver,
+                (feature_specs, label_specs),
+                platforms,
+            )
         main_op = tf.group(
-            tf.compat.v1.local_variables_initializer(), tf.compat.v1.tables_initializer(), name="jaxspec_init_op"
+            tf.compat.v1.local_variables_initializer(),
+            tf.compat.v1.tables_initializer(),
+            name="jaxspec_init_op",
         )
     shapes = _graph.spec_record(feature_specs, "features")
     if label_specs is not None:
-        shapes.update({f"labels/{k}" if k != "labels" else k: v
-                       for k, v in _graph.spec_record(label_specs, "labels").items()})
+        shapes.update(
+            {
+                f"labels/{k}" if k != "labels" else k: v
+                for k, v in _graph.spec_record(label_specs, "labels").items()
+            }
+        )
     fetches = [t.name for t in fetched if isinstance(t, tf.Tensor)] + [
-        op.name for op in fetched if isinstance(op, tf.Operation)]
-    return ModeGraph(mode, graph, step_var, state_vars, signatures, excluded, main_op,
-                     _feeds(receiver.features, labels), fetches, shapes)
+        op.name for op in fetched if isinstance(op, tf.Operation)
+    ]
+    return ModeGraph(
+        mode,
+        graph,
+        step_var,
+        state_vars,
+        signatures,
+        excluded,
+        main_op,
+        _feeds(receiver.features, labels),
+        fetches,
+        shapes,
+    )

@@ -25,7 +25,9 @@ def default_session_config() -> Any:
     """The ``tf.compat.v1.ConfigProto`` tf.estimator used when ``session_config`` is None:
     soft placement on, and Grappler's meta optimizer run once. Same settings as TF 2.15's
     Estimator, so graphs are rewritten (and computed) the same way."""
-    options = rewriter_config_pb2.RewriterConfig(meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE)
+    options = rewriter_config_pb2.RewriterConfig(
+        meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE
+    )
     return tf.compat.v1.ConfigProto(
         allow_soft_placement=True, graph_options=tf.compat.v1.GraphOptions(rewrite_options=options)
     )

@@ -32,13 +32,20 @@ def _example_inputs(receiver_fn: Callable[[], Any]) -> tuple[Any, Any]:
     with tf.Graph().as_default():
         receiver = receiver_fn()
         labels = getattr(receiver, "labels", None)
-        return (tf.nest.map_structure(zeros, receiver.features),
-                None if labels is None else tf.nest.map_structure(zeros, labels))
+        return (
+            tf.nest.map_structure(zeros, receiver.features),
+            None if labels is None else tf.nest.map_structure(zeros, labels),
+        )
 
 
-def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map: Mapping[str, Any],
-                           assets_extra: dict[str, str] | None, as_text: bool,
-                           checkpoint_path: str | None) -> bytes | None:
+def export_estimator_modes(
+    est: Any,
+    export_dir_base: str,
+    input_receiver_fn_map: Mapping[str, Any],
+    assets_extra: dict[str, str] | None,
+    as_text: bool,
+    checkpoint_path: str | None,
+) -> bytes | None:
     """Export ``est``'s latest (or ``checkpoint_path``'s) state with one meta graph per
     mode in ``input_receiver_fn_map`` (tf.estimator's ``_export_all_saved_models``).
 
@@ -60,8 +67,15 @@ def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map
     examples = {m: _example_inputs(input_receiver_fn_map[m]) for m in modes}
     params = est._export_params()
     engine = StepEngine(est._model_fn, {m: params for m in ModeKeys.all()}, est.config, mesh=None)
-    session = Session(engine, modes[0], est._init_fn, est._checkpoint_store(), examples[modes[0]],
-                      est.config.tf_random_seed, checkpoint_path)
+    session = Session(
+        engine,
+        modes[0],
+        est._init_fn,
+        est._checkpoint_store(),
+        examples[modes[0]],
+        est.config.tf_random_seed,
+        checkpoint_path,
+    )
     if session.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {est.model_dir}.")
     session.create_state()  # every process restores (Orbax reads collectively)
@@ -77,7 +91,13 @@ def export_estimator_modes(est: Any, export_dir_base: str, input_receiver_fn_map
             jax.eval_shape(fn, session.state, jnp.zeros((), jnp.int32), features, None)  # the heads
             heads = engine.parts[ModeKeys.PREDICT].export_outputs
         exports[mode] = ModeExport(input_receiver_fn_map[mode], fn, heads)
-    path = export_all_saved_models(export_dir_base, exports, session.state, assets_extra=assets_extra,
-                                   as_text=as_text, global_step=session.restored_step)
+    path = export_all_saved_models(
+        export_dir_base,
+        exports,
+        session.state,
+        assets_extra=assets_extra,
+        as_text=as_text,
+        global_step=session.restored_step,
+    )
     _log.info("SavedModel (%s) written to %s.", ", ".join(modes), path.decode())
     return path

@@ -112,20 +112,32 @@ class ExamplesPerSecondHook(tf.compat.v1.train.StepCounterHook):
       every_n_steps, every_n_secs, output_dir, summary_writer: as StepCounterHook.
     """
 
-    def __init__(self, batch_size: int, every_n_steps: int | None = 100, every_n_secs: float | None = None,
-                 output_dir: str | None = None, summary_writer: Any = None) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        every_n_steps: int | None = 100,
+        every_n_secs: float | None = None,
+        output_dir: str | None = None,
+        summary_writer: Any = None,
+    ) -> None:
         self._batch_size = batch_size
-        super().__init__(every_n_steps=every_n_steps, every_n_secs=every_n_secs, output_dir=output_dir,
-                         summary_writer=summary_writer)
+        super().__init__(
+            every_n_steps=every_n_steps,
+            every_n_secs=every_n_secs,
+            output_dir=output_dir,
+            summary_writer=summary_writer,
+        )
 
     def _log_and_record(self, elapsed_steps: int, elapsed_time: float, global_step: int) -> None:
         steps_per_sec = elapsed_steps / elapsed_time
         examples_per_sec = self._batch_size * steps_per_sec
         if self._summary_writer is not None:
-            summary = tf.compat.v1.Summary(value=[
-                tf.compat.v1.Summary.Value(tag="global_step/sec", simple_value=steps_per_sec),
-                tf.compat.v1.Summary.Value(tag="examples/sec", simple_value=examples_per_sec),
-            ])
+            summary = tf.compat.v1.Summary(
+                value=[
+                    tf.compat.v1.Summary.Value(tag="global_step/sec", simple_value=steps_per_sec),
+                    tf.compat.v1.Summary.Value(tag="examples/sec", simple_value=examples_per_sec),
+                ]
+            )
             self._summary_writer.add_summary(summary, global_step)
         _log.info("global_step/sec: %g, examples/sec: %g", steps_per_sec, examples_per_sec)
 
@@ -133,12 +145,15 @@ class ExamplesPerSecondHook(tf.compat.v1.train.StepCounterHook):
 class _StopOnPredicateHook(_SessionRunHook):
     """Calls ``should_stop_fn`` every N steps or seconds; stops training when it says so."""
 
-    def __init__(self, should_stop_fn: Callable[[], bool], run_every_secs: float | None,
-                 run_every_steps: int | None) -> None:
+    def __init__(
+        self, should_stop_fn: Callable[[], bool], run_every_secs: float | None, run_every_steps: int | None
+    ) -> None:
         if not callable(should_stop_fn):
             raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")
         self._should_stop_fn = should_stop_fn
-        self._timer = tf.compat.v1.train.SecondOrStepTimer(every_secs=run_every_secs, every_steps=run_every_steps)
+        self._timer = tf.compat.v1.train.SecondOrStepTimer(
+            every_secs=run_every_secs, every_steps=run_every_steps
+        )
         self._global_step: Any = None
 
     def begin(self) -> None:
@@ -158,8 +173,12 @@ class _StopOnPredicateHook(_SessionRunHook):
                 run_context.request_stop()
 
 
-def make_early_stopping_hook(estimator: Any, should_stop_fn: Callable[[], bool], run_every_secs: float | None = 60,
-                             run_every_steps: int | None = None) -> _SessionRunHook:
+def make_early_stopping_hook(
+    estimator: Any,
+    should_stop_fn: Callable[[], bool],
+    run_every_secs: float | None = 60,
+    run_every_steps: int | None = None,
+) -> _SessionRunHook:
     """A hook that stops training when ``should_stop_fn()`` returns True
     (``tf.estimator.experimental.make_early_stopping_hook``).
 
@@ -195,7 +214,9 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
         for path in tf.io.gfile.glob(os.path.join(eval_dir, "events.out.tfevents.*")):
             try:
                 for event in tf.compat.v1.train.summary_iterator(path):
-                    values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
+                    values = {
+                        v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")
+                    }
                     if values:
                         by_step[event.step].update(values)
             except tf.errors.DataLossError as err:
@@ -203,25 +224,45 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
     return collections.OrderedDict(sorted(by_step.items()))
 
 
-def _threshold_hook(estimator: Any, metric_name: str, threshold: float, higher: bool, eval_dir: str | None,
-                    min_steps: int, run_every_secs: float | None, run_every_steps: int | None) -> _SessionRunHook:
+def _threshold_hook(
+    estimator: Any,
+    metric_name: str,
+    threshold: float,
+    higher: bool,
+    eval_dir: str | None,
+    min_steps: int,
+    run_every_secs: float | None,
+    run_every_steps: int | None,
+) -> _SessionRunHook:
     eval_dir = eval_dir or estimator.eval_dir()
     better = operator.gt if higher else operator.lt
 
     def crossed() -> bool:
         for step, metrics in read_eval_metrics(eval_dir).items():
             if step >= min_steps and better(metrics[metric_name], threshold):
-                _log.info("Metric %r is %s at step %d: past the threshold %s.", metric_name,
-                          metrics[metric_name], step, threshold)
+                _log.info(
+                    "Metric %r is %s at step %d: past the threshold %s.",
+                    metric_name,
+                    metrics[metric_name],
+                    step,
+                    threshold,
+                )
                 return True
         return False
 
     return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
 
 
-def _no_improvement_hook(estimator: Any, metric_name: str, max_steps: int, higher: bool, eval_dir: str | None,
-                         min_steps: int, run_every_secs: float | None,
-                         run_every_steps: int | None) -> _SessionRunHook:
+def _no_improvement_hook(
+    estimator: Any,
+    metric_name: str,
+    max_steps: int,
+    higher: bool,
+    eval_dir: str | None,
+    min_steps: int,
+    run_every_secs: float | None,
+    run_every_steps: int | None,
+) -> _SessionRunHook:
     eval_dir = eval_dir or estimator.eval_dir()
     better = operator.gt if higher else operator.lt
 
@@ -240,43 +281,85 @@ def _no_improvement_hook(estimator: Any, metric_name: str, max_steps: int, highe
     return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
 
 
-def stop_if_higher_hook(estimator: Any, metric_name: str, threshold: float, eval_dir: str | None = None,
-                        min_steps: int = 0, run_every_secs: float | None = 60,
-                        run_every_steps: int | None = None) -> _SessionRunHook:
+def stop_if_higher_hook(
+    estimator: Any,
+    metric_name: str,
+    threshold: float,
+    eval_dir: str | None = None,
+    min_steps: int = 0,
+    run_every_secs: float | None = 60,
+    run_every_steps: int | None = None,
+) -> _SessionRunHook:
     """Stop training once an evaluation at global step >= min_steps reported
     ``metric_name`` > ``threshold`` (``tf.estimator.experimental.stop_if_higher_hook``).
     Reads ``eval_dir`` (default ``estimator.eval_dir()``)."""
-    return _threshold_hook(estimator, metric_name, threshold, True, eval_dir, min_steps, run_every_secs,
-                           run_every_steps)
+    return _threshold_hook(
+        estimator, metric_name, threshold, True, eval_dir, min_steps, run_every_secs, run_every_steps
+    )
 
 
-def stop_if_lower_hook(estimator: Any, metric_name: str, threshold: float, eval_dir: str | None = None,
-                       min_steps: int = 0, run_every_secs: float | None = 60,
-                       run_every_steps: int | None = None) -> _SessionRunHook:
+def stop_if_lower_hook(
+    estimator: Any,
+    metric_name: str,
+    threshold: float,
+    eval_dir: str | None = None,
+    min_steps: int = 0,
+    run_every_secs: float | None = 60,
+    run_every_steps: int | None = None,
+) -> _SessionRunHook:
     """Stop training once an evaluation reported ``metric_name`` < ``threshold``
     (``tf.estimator.experimental.stop_if_lower_hook``)."""
-    return _threshold_hook(estimator, metric_name, threshold, False, eval_dir, min_steps, run_every_secs,
-                           run_every_steps)
+    return _threshold_hook(
+        estimator, metric_name, threshold, False, eval_dir, min_steps, run_every_secs, run_every_steps
+    )
 
 
-def stop_if_no_increase_hook(estimator: Any, metric_name: str, max_steps_without_increase: int,
-                             eval_dir: str | None = None, min_steps: int = 0, run_every_secs: float | None = 60,
-                             run_every_steps: int | None = None) -> _SessionRunHook:
+def stop_if_no_increase_hook(
+    estimator: Any,
+    metric_name: str,
+    max_steps_without_increase: int,
+    eval_dir: str | None = None,
+    min_steps: int = 0,
+    run_every_secs: float | None = 60,
+    run_every_steps: int | None = None,
+) -> _SessionRunHook:
     """Stop training when ``metric_name`` has not increased over
     ``max_steps_without_increase`` global steps of evaluations
     (``tf.estimator.experimental.stop_if_no_increase_hook``)."""
-    return _no_improvement_hook(estimator, metric_name, max_steps_without_increase, True, eval_dir, min_steps,
-                                run_every_secs, run_every_steps)
+    return _no_improvement_hook(
+        estimator,
+        metric_name,
+        max_steps_without_increase,
+        True,
+        eval_dir,
+        min_steps,
+        run_every_secs,
+        run_every_steps,
+    )
 
 
-def stop_if_no_decrease_hook(estimator: Any, metric_name: str, max_steps_without_decrease: int,
-                             eval_dir: str | None = None, min_steps: int = 0, run_every_secs: float | None = 60,
-                             run_every_steps: int | None = None) -> _SessionRunHook:
+def stop_if_no_decrease_hook(
+    estimator: Any,
+    metric_name: str,
+    max_steps_without_decrease: int,
+    eval_dir: str | None = None,
+    min_steps: int = 0,
+    run_every_secs: float | None = 60,
+    run_every_steps: int | None = None,
+) -> _SessionRunHook:
     """Stop training when ``metric_name`` has not decreased over
     ``max_steps_without_decrease`` global steps of evaluations
     (``tf.estimator.experimental.stop_if_no_decrease_hook``)."""
-    return _no_improvement_hook(estimator, metric_name, max_steps_without_decrease, False, eval_dir, min_steps,
-                                run_every_secs, run_every_steps)
+    return _no_improvement_hook(
+        estimator,
+        metric_name,
+        max_steps_without_decrease,
+        False,
+        eval_dir,
+        min_steps,
+        run_every_secs,
+        run_every_steps,
+    )
 
 
 def __getattr__(name: str) -> Any:

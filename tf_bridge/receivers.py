@@ -311,7 +311,9 @@ def build_raw_supervised_input_receiver_fn(
     feature_keys = set(features) if isinstance(features, Mapping) else {RECEIVER_KEY}
     label_keys = set(labels) if isinstance(labels, Mapping) else {LABEL_KEY}
     if feature_keys & label_keys:
-        raise ValueError(f"features and labels need distinct keys; both have {sorted(feature_keys & label_keys)}.")
+        raise ValueError(
+            f"features and labels need distinct keys; both have {sorted(feature_keys & label_keys)}."
+        )
 
     def supervised_input_receiver_fn() -> SupervisedInputReceiver:
         made_features, feature_tensors = _placeholders(features, RECEIVER_KEY, default_batch_size)

@@ -83,8 +83,13 @@ def _move_to_timestamp(base: str, temp_dir: str) -> str:
     raise RuntimeError(f"no free timestamped export directory under {base!r}.")
 
 
-def _write(temp_dir: str, graphs: Sequence[_modes.ModeGraph], values: Sequence[np.ndarray],
-           global_step: int | None, as_text: bool) -> None:
+def _write(
+    temp_dir: str,
+    graphs: Sequence[_modes.ModeGraph],
+    values: Sequence[np.ndarray],
+    global_step: int | None,
+    as_text: bool,
+) -> None:
     """One builder; the first graph saves the variables (fed their values), the others
     add their meta graph only (tf.estimator's order: TRAIN, EVAL, PREDICT)."""
     builder = tf.compat.v1.saved_model.Builder(temp_dir)
@@ -111,8 +116,9 @@ def _write(temp_dir: str, graphs: Sequence[_modes.ModeGraph], values: Sequence[n
     builder.save(as_text=as_text)
 
 
-def _record(graphs: Sequence[_modes.ModeGraph], leaves: Sequence[tuple[str, np.ndarray]],
-            global_step: int | None) -> dict[str, Any]:
+def _record(
+    graphs: Sequence[_modes.ModeGraph], leaves: Sequence[tuple[str, np.ndarray]], global_step: int | None
+) -> dict[str, Any]:
     main = next((g for g in graphs if g.mode == _modes.PREDICT), graphs[0])
     return {
         **_compat.versions(),
@@ -259,7 +265,12 @@ def export_saved_model(
 
     export = ModeExport(serving_input_receiver_fn, fn, _signatures.check_heads(heads))
     return export_all_saved_models(
-        export_dir_base, {_modes.PREDICT: export}, state, assets_extra=assets_extra, as_text=as_text,
-        global_step=global_step, platforms=platforms, verify=verify,
+        export_dir_base,
+        {_modes.PREDICT: export},
+        state,
+        assets_extra=assets_extra,
+        as_text=as_text,
+        global_step=global_step,
+        platforms=platforms,
+        verify=verify,
     )
-

@@ -38,12 +38,30 @@ PredictOutput = _tf_export_output.PredictOutput
 SERVING_DEFAULT = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 
 _ESTIMATOR_FIELDS = [
-    "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
-    "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
+    "mode",
+    "predictions",
+    "loss",
+    "train_op",
+    "eval_metric_ops",
+    "export_outputs",
+    "training_chief_hooks",
+    "training_hooks",
+    "scaffold",
+    "evaluation_hooks",
+    "prediction_hooks",
 ]
 _TPU_FIELDS = [
-    "mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs", "scaffold_fn",
-    "host_call", "training_hooks", "evaluation_hooks", "prediction_hooks",
+    "mode",
+    "predictions",
+    "loss",
+    "train_op",
+    "eval_metrics",
+    "export_outputs",
+    "scaffold_fn",
+    "host_call",
+    "training_hooks",
+    "evaluation_hooks",
+    "prediction_hooks",
 ]
 
 
@@ -119,7 +137,9 @@ def check_tf_predictions(predictions: Any, mode: str | None, cls: str) -> Any:
     if isinstance(predictions, dict):
         for key, value in predictions.items():
             if not is_dense_tensor(value):
-                raise TypeError(f"{cls}: predictions[{key!r}] must be a dense tf.Tensor, got {_type_name(value)}.")
+                raise TypeError(
+                    f"{cls}: predictions[{key!r}] must be a dense tf.Tensor, got {_type_name(value)}."
+                )
             _check_graph(value, f"predictions[{key!r}]", cls)
         return dict(predictions)
     if not is_dense_tensor(predictions):
@@ -144,7 +164,9 @@ def check_tf_hooks(hooks: Any, field: str, cls: str) -> tuple[Any, ...]:
     try:
         hooks = tuple(hooks)
     except TypeError:
-        raise TypeError(f"{cls}: {field} must be an iterable of SessionRunHook, got {_type_name(hooks)}.") from None
+        raise TypeError(
+            f"{cls}: {field} must be an iterable of SessionRunHook, got {_type_name(hooks)}."
+        ) from None
     for i, hook in enumerate(hooks):
         if not isinstance(hook, hook_type):
             raise TypeError(
@@ -231,8 +253,9 @@ def check_tf_export_outputs(export_outputs: Any, predictions: Any, cls: str) -> 
     return export_outputs
 
 
-def _common_fields(cls: str, mode: Any, predictions: Any, loss: Any, train_op: Any,
-                   export_outputs: Any) -> dict[str, Any]:
+def _common_fields(
+    cls: str, mode: Any, predictions: Any, loss: Any, train_op: Any, export_outputs: Any
+) -> dict[str, Any]:
     mode = check_mode(mode, cls)
     fields = {
         "mode": mode,
@@ -275,10 +298,20 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _ESTIMATOR_FIELDS)):
 
     __slots__ = ()
 
-    def __new__(cls, mode: str | None, predictions: Any = None, loss: Any = None, train_op: Any = None,
-                eval_metric_ops: Any = None, export_outputs: Any = None, training_chief_hooks: Any = None,
-                training_hooks: Any = None, scaffold: Any = None, evaluation_hooks: Any = None,
-                prediction_hooks: Any = None) -> EstimatorSpec:
+    def __new__(
+        cls,
+        mode: str | None,
+        predictions: Any = None,
+        loss: Any = None,
+        train_op: Any = None,
+        eval_metric_ops: Any = None,
+        export_outputs: Any = None,
+        training_chief_hooks: Any = None,
+        training_hooks: Any = None,
+        scaffold: Any = None,
+        evaluation_hooks: Any = None,
+        prediction_hooks: Any = None,
+    ) -> EstimatorSpec:
         name = cls.__name__
         fields = _common_fields(name, mode, predictions, loss, train_op, export_outputs)
         return super().__new__(
@@ -318,15 +351,37 @@ class NPUEstimatorSpec(EstimatorSpec):
       As EstimatorSpec; and ValueError/TypeError/RuntimeError for a malformed host_call.
     """
 
-    def __new__(cls, mode: str | None, predictions: Any = None, loss: Any = None, train_op: Any = None,
-                eval_metric_ops: Any = None, export_outputs: Any = None, training_chief_hooks: Any = None,
-                training_hooks: Any = None, scaffold: Any = None, evaluation_hooks: Any = None,
-                prediction_hooks: Any = None, host_call: Any = None) -> NPUEstimatorSpec:
+    def __new__(
+        cls,
+        mode: str | None,
+        predictions: Any = None,
+        loss: Any = None,
+        train_op: Any = None,
+        eval_metric_ops: Any = None,
+        export_outputs: Any = None,
+        training_chief_hooks: Any = None,
+        training_hooks: Any = None,
+        scaffold: Any = None,
+        evaluation_hooks: Any = None,
+        prediction_hooks: Any = None,
+        host_call: Any = None,
+    ) -> NPUEstimatorSpec:
         if host_call is not None:
             host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
-        spec = super().__new__(cls, mode, predictions, loss, train_op, eval_metric_ops, export_outputs,
-                               training_chief_hooks, training_hooks, scaffold, evaluation_hooks,
-                               prediction_hooks)
+        spec = super().__new__(
+            cls,
+            mode,
+            predictions,
+            loss,
+            train_op,
+            eval_metric_ops,
+            export_outputs,
+            training_chief_hooks,
+            training_hooks,
+            scaffold,
+            evaluation_hooks,
+            prediction_hooks,
+        )
         object.__setattr__(spec, "_host_call", host_call)
         return spec
 
@@ -372,10 +427,20 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
 
     __slots__ = ()
 
-    def __new__(cls, mode: str | None, predictions: Any = None, loss: Any = None, train_op: Any = None,
-                eval_metrics: Any = None, export_outputs: Any = None, scaffold_fn: Any = None,
-                host_call: Any = None, training_hooks: Any = None, evaluation_hooks: Any = None,
-                prediction_hooks: Any = None) -> TPUEstimatorSpec:
+    def __new__(
+        cls,
+        mode: str | None,
+        predictions: Any = None,
+        loss: Any = None,
+        train_op: Any = None,
+        eval_metrics: Any = None,
+        export_outputs: Any = None,
+        scaffold_fn: Any = None,
+        host_call: Any = None,
+        training_hooks: Any = None,
+        evaluation_hooks: Any = None,
+        prediction_hooks: Any = None,
+    ) -> TPUEstimatorSpec:
         name = cls.__name__
         if eval_metrics is not None:
             eval_metrics = validate_fn_tensors_pair(eval_metrics, "eval_metrics", name)
@@ -423,9 +488,15 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
             hooks = (HostCallHook(call_with_tensors(*self.host_call)),)
         scaffold = self.scaffold_fn() if self.scaffold_fn is not None else None
         return EstimatorSpec(
-            mode=self.mode, predictions=self.predictions, loss=self.loss, train_op=self.train_op,
-            eval_metric_ops=eval_metric_ops, export_outputs=self.export_outputs, scaffold=scaffold,
-            training_hooks=self.training_hooks + hooks, evaluation_hooks=self.evaluation_hooks + hooks,
+            mode=self.mode,
+            predictions=self.predictions,
+            loss=self.loss,
+            train_op=self.train_op,
+            eval_metric_ops=eval_metric_ops,
+            export_outputs=self.export_outputs,
+            scaffold=scaffold,
+            training_hooks=self.training_hooks + hooks,
+            evaluation_hooks=self.evaluation_hooks + hooks,
             prediction_hooks=self.prediction_hooks + hooks,
         )
 

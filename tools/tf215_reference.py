@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tf215_reference_models as models  # noqa: E402
+import tf215_reference_models as models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "data", "tf215_linear")
@@ -73,8 +73,9 @@ def linear_reference(work: str) -> dict[str, Any]:
     api = models.tf215_api()
     losses: list[float] = []
     config = tf.estimator.RunConfig(tf_random_seed=42)
-    est = tf.estimator.Estimator(models.make_linear_model_fn(api, losses), os.path.join(work, "linear"),
-                                 config=config, params={})
+    est = tf.estimator.Estimator(
+        models.make_linear_model_fn(api, losses), os.path.join(work, "linear"), config=config, params={}
+    )
     est.train(models.train_input_fn, steps=FIXTURE_STEP)
     first = list(losses)
     _copy_fixture(est.model_dir)
@@ -86,15 +87,17 @@ def linear_reference(work: str) -> dict[str, Any]:
         "evaluate": _results(est.evaluate(models.eval_input_fn)),
         "evaluate_two_steps": _results(est.evaluate(models.eval_input_fn, steps=2, name="two")),
         "predictions": [float(p["pred"]) for p in est.predict(models.predict_input_fn)],
-        "prediction_batches": [len(b["pred"]) for b in est.predict(models.predict_input_fn,
-                                                                    yield_single_examples=False)],
+        "prediction_batches": [
+            len(b["pred"]) for b in est.predict(models.predict_input_fn, yield_single_examples=False)
+        ],
         "variables": {n: _floats(est.get_variable_value(n)) for n in ("w", "b", "w/Adam", "beta1_power")},
         "variable_names": sorted(est.get_variable_names()),
         "export": _export(est, api, os.path.join(work, "export")),
     }
     long_losses: list[float] = []
-    long_run = tf.estimator.Estimator(models.make_linear_model_fn(api, long_losses), os.path.join(work, "long"),
-                                      config=config, params={})
+    long_run = tf.estimator.Estimator(
+        models.make_linear_model_fn(api, long_losses), os.path.join(work, "long"), config=config, params={}
+    )
     long_run.train(models.train_input_fn, steps=20)
     out["train_losses_20"] = long_losses
     return out
@@ -104,15 +107,23 @@ def tpu_reference(work: str) -> dict[str, Any]:
     api = models.tf215_api()
     records: dict[str, list[Any]] = defaultdict(list)
     config = tf.compat.v1.estimator.tpu.RunConfig(
-        model_dir=os.path.join(work, "tpu"), tf_random_seed=42,
-        tpu_config=tf.compat.v1.estimator.tpu.TPUConfig(iterations_per_loop=2))
+        model_dir=os.path.join(work, "tpu"),
+        tf_random_seed=42,
+        tpu_config=tf.compat.v1.estimator.tpu.TPUConfig(iterations_per_loop=2),
+    )
     est = tf.compat.v1.estimator.tpu.TPUEstimator(
-        models.make_tpu_model_fn(api, records), config=config, use_tpu=False,
-        train_batch_size=models.TRAIN_BATCH, eval_batch_size=models.EVAL_BATCH,
-        predict_batch_size=models.PREDICT_BATCH)
+        models.make_tpu_model_fn(api, records),
+        config=config,
+        use_tpu=False,
+        train_batch_size=models.TRAIN_BATCH,
+        eval_batch_size=models.EVAL_BATCH,
+        predict_batch_size=models.PREDICT_BATCH,
+    )
     est.train(models.recording_input_fn(models.train_input_fn, records), steps=3)
     evaluation = _results(est.evaluate(models.recording_input_fn(models.eval_input_fn, records)))
-    preds = [float(p["pred"]) for p in est.predict(models.recording_input_fn(models.predict_input_fn, records))]
+    preds = [
+        float(p["pred"]) for p in est.predict(models.recording_input_fn(models.predict_input_fn, records))
+    ]
     return {
         "evaluate": evaluation,
         "predictions": preds,
@@ -136,7 +147,11 @@ def main() -> None:
     if not tf.__version__.startswith("2.15"):
         sys.exit(f"run this with TensorFlow 2.15 and tensorflow-estimator (found {tf.__version__}).")
     with tempfile.TemporaryDirectory() as work:
-        expected = {"tensorflow": tf.__version__, "linear": linear_reference(work), "tpu": tpu_reference(work)}
+        expected = {
+            "tensorflow": tf.__version__,
+            "linear": linear_reference(work),
+            "tpu": tpu_reference(work),
+        }
     write_expected(expected)
     print(f"wrote {FIXTURE} and the EXPECTED block of {TEST_FILE}")
 

@@ -124,16 +124,26 @@ def make_linear_model_fn(api: Any, losses: list[float]) -> Any:
     def model_fn(features: Any, labels: Any, mode: str, params: Any) -> Any:
         pred = linear(features)
         if mode == api.ModeKeys.PREDICT:
-            outputs = {"serving_default": api.RegressionOutput(tf.squeeze(pred, 1)),
-                       "all": api.PredictOutput({"pred": pred})}
+            outputs = {
+                "serving_default": api.RegressionOutput(tf.squeeze(pred, 1)),
+                "all": api.PredictOutput({"pred": pred}),
+            }
             return api.EstimatorSpec(mode, predictions={"pred": tf.squeeze(pred, 1)}, export_outputs=outputs)
         loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
         train_op = tf.compat.v1.train.AdamOptimizer(LEARNING_RATE).minimize(
-            loss, global_step=tf.compat.v1.train.get_global_step())
-        metrics = {"mae": tf.compat.v1.metrics.mean_absolute_error(labels, pred),
-                   "rmse": tf.compat.v1.metrics.root_mean_squared_error(labels, pred)}
-        return api.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics,
-                                 training_hooks=[LossRecorder(loss, losses)])
+            loss, global_step=tf.compat.v1.train.get_global_step()
+        )
+        metrics = {
+            "mae": tf.compat.v1.metrics.mean_absolute_error(labels, pred),
+            "rmse": tf.compat.v1.metrics.root_mean_squared_error(labels, pred),
+        }
+        return api.EstimatorSpec(
+            mode,
+            loss=loss,
+            train_op=train_op,
+            eval_metric_ops=metrics,
+            training_hooks=[LossRecorder(loss, losses)],
+        )
 
     return model_fn
 
@@ -159,12 +169,17 @@ def make_tpu_model_fn(api: Any, records: dict[str, list[Any]]) -> Any:
         if mode == api.ModeKeys.PREDICT:
             return api.TPUEstimatorSpec(mode, predictions={"pred": tf.squeeze(pred, 1)})
         loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
-        host_call = (host_fn, [tf.constant(mode), tf.reshape(loss, [1]), tf.reshape(tf.reduce_mean(pred), [1])])
+        host_call = (
+            host_fn,
+            [tf.constant(mode), tf.reshape(loss, [1]), tf.reshape(tf.reduce_mean(pred), [1])],
+        )
         if mode == api.ModeKeys.EVAL:
-            return api.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, pred]),
-                                        host_call=host_call)
+            return api.TPUEstimatorSpec(
+                mode, loss=loss, eval_metrics=(metric_fn, [labels, pred]), host_call=host_call
+            )
         train_op = tf.compat.v1.train.AdamOptimizer(LEARNING_RATE).minimize(
-            loss, global_step=tf.compat.v1.train.get_global_step())
+            loss, global_step=tf.compat.v1.train.get_global_step()
+        )
         return api.TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=host_call)
 
     return model_fn
@@ -185,8 +200,12 @@ def signature_summary(meta_graph_def: Any) -> dict[str, Any]:
     dtype and shape (-1 for unknown dims)."""
 
     def tensors(infos: Any) -> dict[str, Any]:
-        return {key: [info.name, tf.dtypes.as_dtype(info.dtype).name,
-                      [d.size for d in info.tensor_shape.dim]] for key, info in sorted(infos.items())}
+        return {
+            key: [info.name, tf.dtypes.as_dtype(info.dtype).name, [d.size for d in info.tensor_shape.dim]]
+            for key, info in sorted(infos.items())
+        }
 
-    return {key: {"method_name": sig.method_name, "inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs)}
-            for key, sig in sorted(meta_graph_def.signature_def.items())}
+    return {
+        key: {"method_name": sig.method_name, "inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs)}
+        for key, sig in sorted(meta_graph_def.signature_def.items())
+    }

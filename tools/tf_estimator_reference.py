@@ -41,19 +41,28 @@ def _linear_model_fn(features, labels, mode, params):
     y = tf.matmul(x, w) + b
     predictions = {"predictions": y}
     if mode == tf.estimator.ModeKeys.PREDICT:
-        return tf.estimator.EstimatorSpec(mode, predictions=predictions, export_outputs={
-            "serving_default": tf.estimator.export.RegressionOutput(y),
-            "predict": tf.estimator.export.PredictOutput(predictions),
-        })
+        return tf.estimator.EstimatorSpec(
+            mode,
+            predictions=predictions,
+            export_outputs={
+                "serving_default": tf.estimator.export.RegressionOutput(y),
+                "predict": tf.estimator.export.PredictOutput(predictions),
+            },
+        )
     loss = tf.reduce_mean(tf.square(y - labels))
     if mode == tf.estimator.ModeKeys.TRAIN:
         opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
         train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
-    return tf.estimator.EstimatorSpec(mode, loss=loss, predictions=predictions, eval_metric_ops={
-        "mae": tf.compat.v1.metrics.mean_absolute_error(labels, y),
-        "rmse": tf.compat.v1.metrics.root_mean_squared_error(labels, y),
-    })
+    return tf.estimator.EstimatorSpec(
+        mode,
+        loss=loss,
+        predictions=predictions,
+        eval_metric_ops={
+            "mae": tf.compat.v1.metrics.mean_absolute_error(labels, y),
+            "rmse": tf.compat.v1.metrics.root_mean_squared_error(labels, y),
+        },
+    )
 
 
 def _digits_model_fn(features, labels, mode, params):
@@ -74,26 +83,35 @@ def _digits_model_fn(features, labels, mode, params):
             return {
                 "accuracy": tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, axis=-1)),
                 "mean_max_probability": tf.compat.v1.metrics.mean(
-                    tf.reduce_max(tf.nn.softmax(logits), axis=-1)),
+                    tf.reduce_max(tf.nn.softmax(logits), axis=-1)
+                ),
             }
 
         return spec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
     probabilities = tf.nn.softmax(logits)
     class_ids = tf.argmax(logits, axis=-1)
     classes = tf.tile(tf.constant([CLASS_NAMES]), [tf.shape(x)[0], 1])
-    return spec(mode, predictions={"class_ids": class_ids, "probabilities": probabilities}, export_outputs={
-        "serving_default": tf.estimator.export.PredictOutput(
-            {"class_ids": class_ids, "probabilities": probabilities}),
-        "classification": tf.estimator.export.ClassificationOutput(scores=probabilities, classes=classes),
-    })
+    return spec(
+        mode,
+        predictions={"class_ids": class_ids, "probabilities": probabilities},
+        export_outputs={
+            "serving_default": tf.estimator.export.PredictOutput(
+                {"class_ids": class_ids, "probabilities": probabilities}
+            ),
+            "classification": tf.estimator.export.ClassificationOutput(scores=probabilities, classes=classes),
+        },
+    )
 
 
 def _input_fn(num_features, label_dtype):
     def input_fn():
         rs = np.random.RandomState(0)
         x = rs.rand(32, num_features).astype(np.float32)
-        y = rs.randint(0, 10, size=(32,)).astype(label_dtype) if label_dtype == np.int32 else \
-            rs.rand(32, 1).astype(np.float32)
+        y = (
+            rs.randint(0, 10, size=(32,)).astype(label_dtype)
+            if label_dtype == np.int32
+            else rs.rand(32, 1).astype(np.float32)
+        )
         return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(8)
 
     return input_fn
@@ -132,20 +150,27 @@ def _export(make_estimator, input_fn, num_features, raw_receiver=False) -> dict:
     base = os.path.join(model_dir, "export")
     if raw_receiver:
         serving = tf.estimator.export.build_raw_serving_input_receiver_fn(
-            {"x": tf.zeros([1, num_features], tf.float32)})
+            {"x": tf.zeros([1, num_features], tf.float32)}
+        )
     else:
         serving = tf.estimator.export.build_parsing_serving_input_receiver_fn(
-            {"x": tf.io.FixedLenFeature([num_features], tf.float32)})
+            {"x": tf.io.FixedLenFeature([num_features], tf.float32)}
+        )
     # Not in tf.estimator's public API, but what TF's own tests use for TRAIN/EVAL exports.
     from tensorflow_estimator.python.estimator.export import export as tf_export
 
     supervised = tf_export.build_supervised_input_receiver_fn_from_input_fn(input_fn)
     out = {"predict": _describe(est.export_saved_model(base, serving))}
-    out["all"] = _describe(est.experimental_export_all_saved_models(base, {
-        tf.estimator.ModeKeys.TRAIN: supervised,
-        tf.estimator.ModeKeys.EVAL: supervised,
-        tf.estimator.ModeKeys.PREDICT: serving,
-    }))
+    out["all"] = _describe(
+        est.experimental_export_all_saved_models(
+            base,
+            {
+                tf.estimator.ModeKeys.TRAIN: supervised,
+                tf.estimator.ModeKeys.EVAL: supervised,
+                tf.estimator.ModeKeys.PREDICT: serving,
+            },
+        )
+    )
     return out
 
 
@@ -159,8 +184,14 @@ def main(out_path: str) -> None:
     def digits(model_dir, export_to_tpu=False):
         config = tf.compat.v1.estimator.tpu.RunConfig(model_dir=model_dir)
         return tf.compat.v1.estimator.tpu.TPUEstimator(
-            model_fn=_digits_model_fn, config=config, use_tpu=False, train_batch_size=8,
-            eval_batch_size=8, predict_batch_size=8, export_to_tpu=export_to_tpu)
+            model_fn=_digits_model_fn,
+            config=config,
+            use_tpu=False,
+            train_batch_size=8,
+            eval_batch_size=8,
+            predict_batch_size=8,
+            export_to_tpu=export_to_tpu,
+        )
 
     reference = {
         "tensorflow": tf.__version__,

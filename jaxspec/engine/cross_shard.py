@@ -38,12 +38,12 @@ def _reduce_by_dtype(tree: Any, reduce: Any) -> Any:
         offset = 0
         for i in indices:
             size = leaves[i].size
-            out[i] = reduced[offset:offset + size].reshape(leaves[i].shape)
+            out[i] = reduced[offset : offset + size].reshape(leaves[i].shape)
             offset += size
     return jax.tree.unflatten(treedef, out)
 
 
-def CrossShardOptimizer(  # noqa: N802 - tf.estimator's name
+def CrossShardOptimizer(
     opt: optax.GradientTransformation,
     reduction: str = MEAN,
     name: str = "CrossShardOptimizer",
@@ -72,9 +72,13 @@ def CrossShardOptimizer(  # noqa: N802 - tf.estimator's name
       ValueError: unknown reduction, or a group_assignment.
     """
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"CrossShardOptimizer: reduction must be one of {sorted(_REDUCTIONS)}, got {reduction!r}.")
+        raise ValueError(
+            f"CrossShardOptimizer: reduction must be one of {sorted(_REDUCTIONS)}, got {reduction!r}."
+        )
     if group_assignment is not None:
-        raise ValueError("CrossShardOptimizer: group_assignment is not supported; all replicas form one group.")
+        raise ValueError(
+            "CrossShardOptimizer: group_assignment is not supported; all replicas form one group."
+        )
     opt = optax.with_extra_args_support(opt)
     reduce = jax.lax.pmean if _REDUCTIONS[reduction] == MEAN else jax.lax.psum
 

@@ -13,7 +13,7 @@ def fn_args(fn: Callable[..., Any]) -> tuple[str, ...]:
     and ``*args``/``**kwargs`` excluded; a ``functools.partial``'s bound ones too)."""
     if isinstance(fn, functools.partial):
         bound = set(fn.keywords or {})
-        names = fn_args(fn.func)[len(fn.args):]
+        names = fn_args(fn.func)[len(fn.args) :]
         return tuple(n for n in names if n not in bound)
     sig = inspect.signature(fn)
     return tuple(

@@ -75,7 +75,9 @@ def _host_call(pair: tuple[Callable[..., Any], Any], on_mesh: bool) -> HostCall:
     return HostCall(fn=fn, keys=keys, tensors=values)
 
 
-def _mode_hooks(spec: EstimatorSpec, mode: str) -> tuple[tuple[SessionRunHook, ...], tuple[SessionRunHook, ...]]:
+def _mode_hooks(
+    spec: EstimatorSpec, mode: str
+) -> tuple[tuple[SessionRunHook, ...], tuple[SessionRunHook, ...]]:
     if mode == ModeKeys.TRAIN:
         return spec.training_hooks, spec.training_chief_hooks
     if mode == ModeKeys.EVAL:
@@ -105,16 +107,26 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
         hooks = {ModeKeys.TRAIN: spec.training_hooks, ModeKeys.EVAL: spec.evaluation_hooks}.get(
             mode, spec.prediction_hooks
         )
-        host_calls = [] if spec.host_call is None or mode == ModeKeys.PREDICT else [_host_call(spec.host_call, True)]
+        host_calls = (
+            [] if spec.host_call is None or mode == ModeKeys.PREDICT else [_host_call(spec.host_call, True)]
+        )
         return SpecParts(
-            mode=mode, loss=spec.loss, new_state=spec.train_op, predictions=spec.predictions,
-            metric_fn=spec.eval_metrics if mode == ModeKeys.EVAL else None, host_calls=host_calls,
-            hooks=tuple(hooks), scaffold=spec.scaffold(), export_outputs=spec.export_outputs,
+            mode=mode,
+            loss=spec.loss,
+            new_state=spec.train_op,
+            predictions=spec.predictions,
+            metric_fn=spec.eval_metrics if mode == ModeKeys.EVAL else None,
+            host_calls=host_calls,
+            hooks=tuple(hooks),
+            scaffold=spec.scaffold(),
+            export_outputs=spec.export_outputs,
         )
     if isinstance(spec, TPUEstimatorSpec):
         spec = spec.as_estimator_spec()
     hooks, chief_hooks = _mode_hooks(spec, mode)
-    host_calls = [_host_call(h.host_call, on_mesh) for h in hooks + chief_hooks if isinstance(h, HostCallHook)]
+    host_calls = [
+        _host_call(h.host_call, on_mesh) for h in hooks + chief_hooks if isinstance(h, HostCallHook)
+    ]
     npu_host_call = spec.host_call if isinstance(spec, NPUEstimatorSpec) else None
     if npu_host_call is not None and mode != ModeKeys.PREDICT:
         host_calls.append(_host_call(npu_host_call, on_mesh))
@@ -124,14 +136,20 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
             "an EstimatorSpec's eval_metric_ops would be computed per replica."
         )
     return SpecParts(
-        mode=mode, loss=spec.loss, new_state=spec.train_op, predictions=spec.predictions,
+        mode=mode,
+        loss=spec.loss,
+        new_state=spec.train_op,
+        predictions=spec.predictions,
         metric_states=(
-            {k: as_metric_state(v, k) for k, v in spec.eval_metric_ops.items()} if mode == ModeKeys.EVAL else None
+            {k: as_metric_state(v, k) for k, v in spec.eval_metric_ops.items()}
+            if mode == ModeKeys.EVAL
+            else None
         ),
         host_calls=host_calls,
         hooks=tuple(h for h in hooks if not isinstance(h, HostCallHook)),
         chief_hooks=tuple(h for h in chief_hooks if not isinstance(h, HostCallHook)),
-        scaffold=spec.scaffold, export_outputs=spec.export_outputs,
+        scaffold=spec.scaffold,
+        export_outputs=spec.export_outputs,
     )
 
 
@@ -154,7 +172,9 @@ def check_new_state(state: Any, new_state: Any) -> Any:
         where = jax.tree_util.keystr(path) or "<root>"
         new = jnp.asarray(new)  # a Python number leaf becomes an array of JAX's dtype
         if tuple(old.shape) != tuple(new.shape):
-            raise ValueError(f"train_op leaf {where} has shape {tuple(new.shape)}, state has {tuple(old.shape)}.")
+            raise ValueError(
+                f"train_op leaf {where} has shape {tuple(new.shape)}, state has {tuple(old.shape)}."
+            )
         weak = getattr(getattr(new, "aval", new), "weak_type", False)  # from a Python number
         same_kind = jnp.issubdtype(new.dtype, jnp.floating) == jnp.issubdtype(old.dtype, jnp.floating)
         canonical = jax.dtypes.canonicalize_dtype

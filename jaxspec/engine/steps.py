@@ -71,8 +71,14 @@ class StepEngine:
     functions, scaffold, export heads); its arrays are tracers and must not be used.
     """
 
-    def __init__(self, model_fn: Callable[..., Any], params: dict[str, dict[str, Any]], config: Any, mesh: Mesh | None,
-                 broadcast: bool = False) -> None:
+    def __init__(
+        self,
+        model_fn: Callable[..., Any],
+        params: dict[str, dict[str, Any]],
+        config: Any,
+        mesh: Mesh | None,
+        broadcast: bool = False,
+    ) -> None:
         self.model_fn = model_fn
         self.params = params
         self.config = config
@@ -88,8 +94,16 @@ class StepEngine:
         rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
         spec = call_with_declared(
             self.model_fn,
-            dict(features=features, labels=labels, mode=mode, params=self.params[mode], config=self.config,
-                 state=state, rng=rng, global_step=step),
+            dict(
+                features=features,
+                labels=labels,
+                mode=mode,
+                params=self.params[mode],
+                config=self.config,
+                state=state,
+                rng=rng,
+                global_step=step,
+            ),
         )
         parts = unpack_spec(spec, mode, on_mesh=self.mesh is not None)
         # The first trace's hooks, host functions and scaffold are the ones the host uses;

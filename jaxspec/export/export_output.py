@@ -146,9 +146,7 @@ class PredictOutput(ExportOutput):
             if not isinstance(key, str):
                 raise ValueError(f"PredictOutput: output keys must be strings, got {key!r}.")
             if not is_array(value):
-                raise ValueError(
-                    f"PredictOutput: output {key!r} must be an array, got {type_name(value)}."
-                )
+                raise ValueError(f"PredictOutput: output {key!r} must be an array, got {type_name(value)}.")
             checked[key] = value
         self._outputs = checked
 

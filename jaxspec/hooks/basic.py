@@ -51,12 +51,22 @@ class LoggingTensorHook(SessionRunHook):
       ValueError: none or both of every_n_iter/every_n_secs without at_end, or one <= 0.
     """
 
-    def __init__(self, tensors: Any, every_n_iter: int | None = None, every_n_secs: float | None = None,
-                 at_end: bool = False, formatter: Callable[[dict[str, Any]], str] | None = None) -> None:
+    def __init__(
+        self,
+        tensors: Any,
+        every_n_iter: int | None = None,
+        every_n_secs: float | None = None,
+        at_end: bool = False,
+        formatter: Callable[[dict[str, Any]], str] | None = None,
+    ) -> None:
         only_end = at_end and every_n_iter is None and every_n_secs is None
         if not only_end and (every_n_iter is None) == (every_n_secs is None):
-            raise ValueError("LoggingTensorHook: give exactly one of every_n_iter and every_n_secs (or only at_end).")
-        if (every_n_iter is not None and every_n_iter <= 0) or (every_n_secs is not None and every_n_secs <= 0):
+            raise ValueError(
+                "LoggingTensorHook: give exactly one of every_n_iter and every_n_secs (or only at_end)."
+            )
+        if (every_n_iter is not None and every_n_iter <= 0) or (
+            every_n_secs is not None and every_n_secs <= 0
+        ):
             raise ValueError("LoggingTensorHook: every_n_iter and every_n_secs must be > 0.")
         self._names, self._arrays = _split_tensors(tensors)
         self._timer = None if only_end else SecondOrStepTimer(every_n_secs, every_n_iter)
@@ -182,8 +192,13 @@ class StepCounterHook(SessionRunHook):
       ValueError: both or neither of every_n_steps/every_n_secs.
     """
 
-    def __init__(self, every_n_steps: int | None = 100, every_n_secs: float | None = None,
-                 output_dir: str | None = None, summary_writer: Any = None) -> None:
+    def __init__(
+        self,
+        every_n_steps: int | None = 100,
+        every_n_secs: float | None = None,
+        output_dir: str | None = None,
+        summary_writer: Any = None,
+    ) -> None:
         if (every_n_steps is None) == (every_n_secs is None):
             raise ValueError("StepCounterHook: give exactly one of every_n_steps and every_n_secs.")
         self._timer = SecondOrStepTimer(every_n_secs, every_n_steps)
@@ -224,8 +239,15 @@ class SummarySaverHook(SessionRunHook):
       ValueError: both or neither of save_steps/save_secs; no summary_op.
     """
 
-    def __init__(self, save_steps: int | None = None, save_secs: float | None = None, output_dir: str | None = None,
-                 summary_writer: Any = None, scaffold: Any = None, summary_op: Any = None) -> None:
+    def __init__(
+        self,
+        save_steps: int | None = None,
+        save_secs: float | None = None,
+        output_dir: str | None = None,
+        summary_writer: Any = None,
+        scaffold: Any = None,
+        summary_op: Any = None,
+    ) -> None:
         if summary_op is None:
             raise ValueError("SummarySaverHook: summary_op (a dict of tag to value) is required.")
         self._timer = SecondOrStepTimer(save_secs, save_steps)
@@ -297,8 +319,14 @@ class ProfilerHook(SessionRunHook):
       ValueError: both or neither of save_steps/save_secs.
     """
 
-    def __init__(self, save_steps: int | None = None, save_secs: float | None = None, output_dir: str = "",
-                 show_dataflow: bool = True, show_memory: bool = False) -> None:
+    def __init__(
+        self,
+        save_steps: int | None = None,
+        save_secs: float | None = None,
+        output_dir: str = "",
+        show_dataflow: bool = True,
+        show_memory: bool = False,
+    ) -> None:
         self._timer = SecondOrStepTimer(save_secs, save_steps)
         self._output_dir = output_dir or os.getcwd()
         self._tracing = False
@@ -346,4 +374,3 @@ class FeedFnHook(SessionRunHook):
     def begin(self) -> None:
         """Raise: there is nothing to feed."""
         raise ValueError("FeedFnHook: a compiled JAX step has no feed_dict; feed data through input_fn.")
-

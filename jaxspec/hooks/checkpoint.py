@@ -51,9 +51,18 @@ class CheckpointSaverHook(SessionRunHook):
       ValueError: both or neither of save_secs/save_steps.
     """
 
-    def __init__(self, checkpoint_dir: str, save_secs: float | None = None, save_steps: int | None = None,
-                 saver: Any = None, checkpoint_basename: str = "model.ckpt", scaffold: Any = None,
-                 listeners: Any = None, save_graph_def: bool = True, store: CheckpointStore | None = None) -> None:
+    def __init__(
+        self,
+        checkpoint_dir: str,
+        save_secs: float | None = None,
+        save_steps: int | None = None,
+        saver: Any = None,
+        checkpoint_basename: str = "model.ckpt",
+        scaffold: Any = None,
+        listeners: Any = None,
+        save_graph_def: bool = True,
+        store: CheckpointStore | None = None,
+    ) -> None:
         self._timer = SecondOrStepTimer(save_secs, save_steps)
         self._store = store or CheckpointStore(checkpoint_dir)
         self._listeners = list(listeners or ())

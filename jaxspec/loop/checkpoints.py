@@ -33,8 +33,12 @@ class CheckpointStore:
       keep_checkpoint_every_n_hours: additionally keep one checkpoint per this many hours.
     """
 
-    def __init__(self, model_dir: str, keep_checkpoint_max: int | None = 5,
-                 keep_checkpoint_every_n_hours: float | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: str,
+        keep_checkpoint_max: int | None = 5,
+        keep_checkpoint_every_n_hours: float | None = None,
+    ) -> None:
         keep_every = None
         if keep_checkpoint_every_n_hours and keep_checkpoint_every_n_hours < 10000:
             keep_every = datetime.timedelta(hours=keep_checkpoint_every_n_hours)
@@ -46,7 +50,8 @@ class CheckpointStore:
         )
         self.directory = checkpoint_dir(model_dir)
         self._manager = ocp.CheckpointManager(
-            self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler())
+            self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
+        )
 
     def latest_step(self) -> int | None:
         """The global step of the newest complete checkpoint, or None."""
@@ -141,8 +146,11 @@ def restore_on_host(path: str) -> Any:
     checkpointer = ocp.StandardCheckpointer()
     tree = checkpointer.metadata(item).item_metadata.tree
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    abstract = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding), tree,
-                            is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"))
+    abstract = jax.tree.map(
+        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding),
+        tree,
+        is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
+    )
     return checkpointer.restore(item, abstract)
 
 
@@ -169,4 +177,6 @@ def _check_against_metadata(metadata: Any, target: Any) -> None:
             raise ValueError(f"the checkpoint has no leaf {name!r}, which the model's state has.")
         want = tuple(jax.numpy.shape(leaf))
         if stored[name] != want:
-            raise ValueError(f"checkpoint leaf {name!r} has shape {stored[name]}, the model's state has {want}.")
+            raise ValueError(
+                f"checkpoint leaf {name!r} has shape {stored[name]}, the model's state has {want}."
+            )

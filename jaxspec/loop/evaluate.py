@@ -26,6 +26,7 @@ _MAX_SUMMARY_ELEMENTS = 64  # larger arrays are not written as scalars (TF skips
 def _python_value(value: Any) -> Any:
     """A metric value for the caller: Python scalars, numpy arrays for vector values;
     nested dicts/lists/tuples keep their structure."""
+
     def leaf(x: Any) -> Any:
         arr = np.asarray(x)
         return arr.item() if arr.ndim == 0 else arr
@@ -52,7 +53,9 @@ def eval_dir(model_dir: str, name: str | None) -> str:
     return os.path.join(model_dir, "eval" if not name else f"eval_{name}")
 
 
-def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any) -> dict[str, Any]:
+def run_evaluate(
+    est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
@@ -84,13 +87,16 @@ def run_evaluate(est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_pat
         if est.config.log_step_count_steps:
             _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
         loss = float(np.asarray(to_host(states["loss"]).compute()))
-        if runner.after_run({"loss": loss}, session.state, session.global_step, last_step_values(hook_values)):
+        if runner.after_run(
+            {"loss": loss}, session.state, session.global_step, last_step_values(hook_values)
+        ):
             break
     results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
     results["global_step"] = session.global_step
     runner.end()
     _log.info(
-        "Saving dict for global step %d: %s", session.global_step,
+        "Saving dict for global step %d: %s",
+        session.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
     write_scalars(eval_dir(est.model_dir, name), session.global_step, _summary_scalars(results))

@@ -43,15 +43,23 @@ class StepFeeder:
     leaving its rows unused, with a warning.
     """
 
-    def __init__(self, batches: Iterator[Batch], mode: str, num_replicas: int, pipeline: InputPipelineConfig,
-                 batch_size: int | None = None, on_mesh: bool | None = None) -> None:
+    def __init__(
+        self,
+        batches: Iterator[Batch],
+        mode: str,
+        num_replicas: int,
+        pipeline: InputPipelineConfig,
+        batch_size: int | None = None,
+        on_mesh: bool | None = None,
+    ) -> None:
         self._it = batches
         self._mode = mode
         on_mesh = num_replicas > 1 if on_mesh is None else on_mesh
         # BROADCAST hands every replica the whole batch: nothing to split.
         self._replicas = 1 if pipeline == InputPipelineConfig.BROADCAST else num_replicas
         self._per_replica_input = (
-            pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1) and self._replicas > 1
+            pipeline in (InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.PER_SHARD_V1)
+            and self._replicas > 1
         )
         # One device runs a short batch at its own shape (exactly tf.estimator's numbers);
         # a mesh needs equal rows per replica, so EVAL and PREDICT pad and mask there.
@@ -113,7 +121,9 @@ class StepFeeder:
             _log.warning(
                 "A training batch of %d rows is shorter than a full one; on the mesh every step needs "
                 "full batches, so training ends before it (its rows are not trained on). Use "
-                "drop_remainder=True or repeat the data.", short.rows)
+                "drop_remainder=True or repeat the data.",
+                short.rows,
+            )
             return None
 
     def _next_step(self) -> tuple[Batch, np.ndarray] | None:
@@ -132,7 +142,10 @@ class StepFeeder:
             if not self._pad:
                 _log.warning(
                     "Input ended after %d of the %d per-replica batches of a training step; those rows "
-                    "were not trained on.", len(parts), self._replicas)
+                    "were not trained on.",
+                    len(parts),
+                    self._replicas,
+                )
                 return None
             template = jax.tree.map(np.zeros_like, parts[0][0])
             parts += [(template, np.zeros_like(parts[0][1]))] * (self._replicas - len(parts))
@@ -157,7 +170,9 @@ class StepFeeder:
                 break
             group.append(step)
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
-        self._template = jax.tree.map(lambda x: np.zeros_like(x[:1]), (batch, np.stack([g[1] for g in group])))
+        self._template = jax.tree.map(
+            lambda x: np.zeros_like(x[:1]), (batch, np.stack([g[1] for g in group]))
+        )
         return batch, np.stack([g[1] for g in group]), len(group)
 
     def pad_group(self, batch: Batch, mask: np.ndarray, steps: int) -> tuple[Batch, np.ndarray]:

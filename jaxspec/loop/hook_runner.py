@@ -76,8 +76,13 @@ class HookRunner:
       after: hooks that run last.
     """
 
-    def __init__(self, hooks: Iterable[SessionRunHook], spec_hooks: Iterable[SessionRunHook] = (),
-                 chief_count: int = 0, after: Iterable[SessionRunHook] = ()) -> None:
+    def __init__(
+        self,
+        hooks: Iterable[SessionRunHook],
+        spec_hooks: Iterable[SessionRunHook] = (),
+        chief_count: int = 0,
+        after: Iterable[SessionRunHook] = (),
+    ) -> None:
         spec = list(spec_hooks)
         chief = jax.process_index() == 0
         entries = [(h, None) for h in hooks]
@@ -111,11 +116,18 @@ class HookRunner:
         for h in self.hooks:
             args = h.before_run(self._context)
             if args is not None and args.feed_dict:
-                raise ValueError("SessionRunArgs.feed_dict is not supported: a compiled step has nothing to feed.")
+                raise ValueError(
+                    "SessionRunArgs.feed_dict is not supported: a compiled step has nothing to feed."
+                )
             self._args.append(args)
 
-    def after_run(self, values: dict[str, Any], state: Any, global_step: int,
-                  spec_values: list[dict[str, Any]] | None = None) -> bool:
+    def after_run(
+        self,
+        values: dict[str, Any],
+        state: Any,
+        global_step: int,
+        spec_values: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """Hand each hook its fetched values; return True if a hook requested a stop.
 
         ``spec_values`` holds, per spec hook, its ``step_tensors()`` values (numpy).

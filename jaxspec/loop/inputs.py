@@ -50,8 +50,10 @@ def _to_numpy(batch: Batch) -> Batch:
         arr = np.asarray(x)
         if arr.dtype.kind in ("U", "S", "O"):
             where = ("features", "labels")[path[0].idx] + jax.tree_util.keystr(path[1:])
-            raise TypeError(f"{where} holds {arr.dtype} values; JAX arrays cannot hold strings: "
-                            "turn them into numbers (ids, hashes) in input_fn.")
+            raise TypeError(
+                f"{where} holds {arr.dtype} values; JAX arrays cannot hold strings: "
+                "turn them into numbers (ids, hashes) in input_fn."
+            )
         return canonical_host_array(arr)
 
     return jax.tree_util.tree_map_with_path(one, batch)
@@ -66,10 +68,14 @@ def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
       TypeError: the result is none of the accepted kinds.
     """
     if isinstance(result, tuple) and len(result) > 2:
-        raise ValueError(f"input_fn must return features or (features, labels); got a tuple of {len(result)}.")
+        raise ValueError(
+            f"input_fn must return features or (features, labels); got a tuple of {len(result)}."
+        )
     if hasattr(result, "as_numpy_iterator"):
         source: Any = result.as_numpy_iterator()
-    elif _is_leaf_batch(result) or (isinstance(result, tuple) and len(result) == 2 and _is_leaf_batch(result[0])):
+    elif _is_leaf_batch(result) or (
+        isinstance(result, tuple) and len(result) == 2 and _is_leaf_batch(result[0])
+    ):
         source = itertools.repeat(result) if mode == ModeKeys.TRAIN else iter([result])
     elif hasattr(result, "__iter__"):
         source = iter(result)
@@ -90,7 +96,9 @@ def batch_rows(batch: Batch) -> int:
     """
     sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
     if None in sizes or len(sizes) != 1:
-        raise ValueError(f"every features/labels array needs the same batch size on axis 0; got sizes {sizes}.")
+        raise ValueError(
+            f"every features/labels array needs the same batch size on axis 0; got sizes {sizes}."
+        )
     return sizes.pop()
 
 
@@ -103,7 +111,9 @@ def _pad_rows(batch: Batch, rows: int) -> Batch:
 
 
 def _signature(batch: Batch) -> Any:
-    return jax.tree.structure(batch), tuple((np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(batch))
+    return jax.tree.structure(batch), tuple(
+        (np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(batch)
+    )
 
 
 def _concat(batches: list[Batch]) -> Batch:

@@ -55,8 +55,17 @@ class Phase:
             return params
         local = self._local_devices()
         device = str(local[invocation % len(local)]) if total > 1 else str(local[0])
-        params["context"] = TPUContext(self.mesh.size, jax.process_count(), jax.process_index(), len(local),
-                                       self.est._input_pipeline(), self.mode, device, invocation, total)
+        params["context"] = TPUContext(
+            self.mesh.size,
+            jax.process_count(),
+            jax.process_index(),
+            len(local),
+            self.est._input_pipeline(),
+            self.mode,
+            device,
+            invocation,
+            total,
+        )
         return params
 
     def _local_devices(self) -> list[Any]:
@@ -86,7 +95,9 @@ class Phase:
         batches, batch_size = self._batches(input_fn)
         pipeline = est._input_pipeline() if self.mesh is not None else InputPipelineConfig.PER_HOST_V1
         replicas = 1 if self.mesh is None else self.mesh.local_mesh.size
-        self.feeder = StepFeeder(batches, self.mode, replicas, pipeline, batch_size, on_mesh=self.mesh is not None)
+        self.feeder = StepFeeder(
+            batches, self.mode, replicas, pipeline, batch_size, on_mesh=self.mesh is not None
+        )
         first = self.feeder.next_step()
         if agree(0 if first is None else 1, "max") == 0:
             return False
@@ -94,11 +105,23 @@ class Phase:
             raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
         broadcast = self.mesh is not None and pipeline == InputPipelineConfig.BROADCAST
-        engine = StepEngine(est._model_fn, {self.mode: est._model_params(self.mode)}, est.config, self.mesh,
-                            broadcast=broadcast)
-        self.session = Session(engine, self.mode, est._init_fn, self.store, first[0],
-                               est.config.tf_random_seed, checkpoint_path,
-                               shared=est.__dict__.setdefault("_compile_cache", {}))
+        engine = StepEngine(
+            est._model_fn,
+            {self.mode: est._model_params(self.mode)},
+            est.config,
+            self.mesh,
+            broadcast=broadcast,
+        )
+        self.session = Session(
+            engine,
+            self.mode,
+            est._init_fn,
+            self.store,
+            first[0],
+            est.config.tf_random_seed,
+            checkpoint_path,
+            shared=est.__dict__.setdefault("_compile_cache", {}),
+        )
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
         self.session.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
@@ -138,7 +161,9 @@ class Phase:
         host = to_host(host)  # every process takes part in the gather; process 0 calls
         if jax.process_index() != 0:
             return
-        every = getattr(getattr(self.est.config, "tpu_config", None), "experimental_host_call_every_n_steps", 1)
+        every = getattr(
+            getattr(self.est.config, "tpu_config", None), "experimental_host_call_every_n_steps", 1
+        )
         for i in range(n):
             if first_step is not None and every > 1 and (first_step + i) % every:
                 continue  # TPUConfig.experimental_host_call_every_n_steps: only steps n*k

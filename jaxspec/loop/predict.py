@@ -49,8 +49,9 @@ def _real_rows(preds: Any, step: int, real: np.ndarray, single: bool) -> Any:
     return rows("predictions", preds)
 
 
-def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any,
-                yield_single_examples: bool) -> Iterator[Any]:
+def run_predict(
+    est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any, yield_single_examples: bool
+) -> Iterator[Any]:
     """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
     phase = Phase(est, "infer")
     if not phase.start(input_fn, checkpoint_path):

@@ -59,15 +59,26 @@ class Session:
         state tree).
     """
 
-    def __init__(self, engine: StepEngine, mode: str, init_fn: Callable[..., Any] | None, store: CheckpointStore,
-                 first_batch: Any, seed: int | None, checkpoint_path: str | None = None,
-                 shared: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        engine: StepEngine,
+        mode: str,
+        init_fn: Callable[..., Any] | None,
+        store: CheckpointStore,
+        first_batch: Any,
+        seed: int | None,
+        checkpoint_path: str | None = None,
+        shared: dict[str, Any] | None = None,
+    ) -> None:
         self.engine = engine
         self.mode = mode
         self.mesh = engine.mesh
         self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(seed or 0))
-        self._loop = {ModeKeys.TRAIN: engine.train_loop, ModeKeys.EVAL: engine.eval_loop,
-                      ModeKeys.PREDICT: engine.predict_loop}[mode]()
+        self._loop = {
+            ModeKeys.TRAIN: engine.train_loop,
+            ModeKeys.EVAL: engine.eval_loop,
+            ModeKeys.PREDICT: engine.predict_loop,
+        }[mode]()
         self._compiled: dict[Any, Any] = {}
         self._lowered: dict[Any, Any] = {}
         self._shared = shared if shared is not None else {}
@@ -93,9 +104,16 @@ class Session:
         if self._init_fn is None:
             return {}
         features, labels = self._first_batch
-        return call_with_declared(self._init_fn, dict(
-            rng=self.init_key, features=features, labels=labels,
-            params=self.engine.params[self.mode], config=self.engine.config))
+        return call_with_declared(
+            self._init_fn,
+            dict(
+                rng=self.init_key,
+                features=features,
+                labels=labels,
+                params=self.engine.params[self.mode],
+                config=self.engine.config,
+            ),
+        )
 
     def _initial_state(self) -> Any:
         """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
@@ -116,9 +134,12 @@ class Session:
         leaves = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in jax.tree.leaves(shapes)]
         treedef = jax.tree.structure(shapes)
         previous = self._shared.get("state")
-        if previous is not None and [(x.shape, x.dtype) for x in jax.tree.leaves(previous)] == [
-            (x.shape, x.dtype) for x in leaves
-        ] and previous_treedef_matches(jax.tree.structure(previous), treedef):
+        if (
+            previous is not None
+            and [(x.shape, x.dtype) for x in jax.tree.leaves(previous)]
+            == [(x.shape, x.dtype) for x in leaves]
+            and previous_treedef_matches(jax.tree.structure(previous), treedef)
+        ):
             treedef = jax.tree.structure(previous)
         state = jax.tree.unflatten(treedef, leaves)
         self._shared["state"] = state
@@ -134,7 +155,9 @@ class Session:
         stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
         batch_sharding = None
         if self.mesh is not None:
-            batch_sharding = replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
+            batch_sharding = (
+                replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
+            )
 
         def spec(x: Any) -> jax.ShapeDtypeStruct:
             shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
@@ -193,7 +216,9 @@ class Session:
         leaves, treedef = jax.tree.flatten(state)
         want = jax.tree.structure(self.abstract_state)
         if treedef.num_leaves != want.num_leaves:
-            raise ValueError(f"the state has {treedef.num_leaves} leaves where {want.num_leaves} were expected.")
+            raise ValueError(
+                f"the state has {treedef.num_leaves} leaves where {want.num_leaves} were expected."
+            )
         for leaf, spec in zip(leaves, jax.tree.leaves(self.abstract_state), strict=True):
             if tuple(np.shape(leaf)) != tuple(spec.shape):
                 raise ValueError(f"a state leaf has shape {np.shape(leaf)} where {spec.shape} was expected.")

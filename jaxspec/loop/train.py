@@ -53,7 +53,9 @@ class ProgressHook(SessionRunHook):
     TPUEstimator, ``examples/sec``) in model_dir's event file. ``log_step_count_steps``
     None or 0 turns the log lines off."""
 
-    def __init__(self, model_dir: str, summary_every: int, log_every: int, examples_per_step: int | None) -> None:
+    def __init__(
+        self, model_dir: str, summary_every: int, log_every: int, examples_per_step: int | None
+    ) -> None:
         self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
         self.examples_per_step = examples_per_step
         self.losses = np.zeros(0)
@@ -92,7 +94,9 @@ def _check_listeners(saving_listeners: Any, cfg: Any) -> list[Any]:
     listeners = list(saving_listeners or ())
     for listener in listeners:
         if not isinstance(listener, CheckpointSaverListener):
-            raise TypeError(f"saving_listeners must hold CheckpointSaverListeners, got {type(listener).__name__}.")
+            raise TypeError(
+                f"saving_listeners must hold CheckpointSaverListeners, got {type(listener).__name__}."
+            )
     if listeners and not cfg.save_checkpoints_steps and not cfg.save_checkpoints_secs:
         raise ValueError("saving_listeners need checkpoint saving on (save_checkpoints_steps or _secs).")
     return listeners
@@ -103,8 +107,13 @@ def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
     steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
     if not steps and not secs:
         secs = float("inf")  # no periodic saves; the final step is still saved in end()
-    return CheckpointSaverHook(phase.est.model_dir, save_secs=secs or None, save_steps=steps or None,
-                               listeners=listeners, store=phase.store)
+    return CheckpointSaverHook(
+        phase.est.model_dir,
+        save_secs=secs or None,
+        save_steps=steps or None,
+        listeners=listeners,
+        store=phase.store,
+    )
 
 
 def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int | None:
@@ -131,7 +140,9 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         return
     session, parts = phase.session, phase.session.parts
     cfg = est.config
-    progress = ProgressHook(est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size)
+    progress = ProgressHook(
+        est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size
+    )
     hooks = list(hooks or ())
     own = [progress]
     if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(parts.all_hooks)):
@@ -157,8 +168,13 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         raise SystemExit(0)
 
 
-def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: int | None,
-           preemption: PreemptionWatcher) -> None:
+def _loops(
+    phase: Phase,
+    runner: HookRunner,
+    progress: ProgressHook,
+    last_step: int | None,
+    preemption: PreemptionWatcher,
+) -> None:
     session = phase.session
     duration = loop_duration_secs(getattr(phase.est.config, "tpu_config", None))
     loops = 0
@@ -181,8 +197,9 @@ def _loops(phase: Phase, runner: HookRunner, progress: ProgressHook, last_step: 
         phase.call_host_fns(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
-        stop = runner.after_run({"loss": losses[-1]}, session.state, session.global_step,
-                                last_step_values(hook_values))
+        stop = runner.after_run(
+            {"loss": losses[-1]}, session.state, session.global_step, last_step_values(hook_values)
+        )
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
             per_step = (time.perf_counter() - started) / n

@@ -35,8 +35,13 @@ class WarmStartSettings:
       ValueError: var_name_to_vocab_info is given.
     """
 
-    def __init__(self, ckpt_to_initialize_from: str, vars_to_warm_start: Any = ".*",
-                 var_name_to_vocab_info: Any = None, var_name_to_prev_var_name: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        ckpt_to_initialize_from: str,
+        vars_to_warm_start: Any = ".*",
+        var_name_to_vocab_info: Any = None,
+        var_name_to_prev_var_name: dict[str, str] | None = None,
+    ) -> None:
         if var_name_to_vocab_info:
             raise ValueError("WarmStartSettings: var_name_to_vocab_info is not supported.")
         self.ckpt_to_initialize_from = os.fspath(ckpt_to_initialize_from)
@@ -54,12 +59,18 @@ def as_settings(warm_start_from: Any) -> WarmStartSettings | None:
         return warm_start_from
     if isinstance(warm_start_from, (str, os.PathLike)):
         return WarmStartSettings(os.fspath(warm_start_from))
-    raise TypeError(f"warm_start_from must be a path or WarmStartSettings, got {type(warm_start_from).__name__}.")
+    raise TypeError(
+        f"warm_start_from must be a path or WarmStartSettings, got {type(warm_start_from).__name__}."
+    )
 
 
 def _checkpoint_path(path: str) -> str:
     path = os.path.abspath(path)
-    directory = os.path.join(path, CHECKPOINT_SUBDIR) if os.path.isdir(os.path.join(path, CHECKPOINT_SUBDIR)) else None
+    directory = (
+        os.path.join(path, CHECKPOINT_SUBDIR)
+        if os.path.isdir(os.path.join(path, CHECKPOINT_SUBDIR))
+        else None
+    )
     if directory is None:
         return path
     steps = [int(d) for d in os.listdir(directory) if d.isdigit()]
@@ -96,8 +107,10 @@ def warm_start(state: Any, settings: WarmStartSettings) -> Any:
             raise ValueError(f"warm start: {prev!r} is not in the checkpoint {path}.")
         value = np.asarray(stored[prev])
         if value.shape != tuple(np.shape(leaf)):
-            raise ValueError(f"warm start: the checkpoint's {prev!r} has shape {value.shape}; this state's "
-                             f"{name!r} has {tuple(np.shape(leaf))}.")
+            raise ValueError(
+                f"warm start: the checkpoint's {prev!r} has shape {value.shape}; this state's "
+                f"{name!r} has {tuple(np.shape(leaf))}."
+            )
         out.append(value.astype(np.asarray(leaf).dtype))
     _log.info("Warm-started %d state leaves from %s.", len(chosen), path)
     return jax.tree.unflatten(jax.tree.structure(state), out)

@@ -45,7 +45,9 @@ def align_weights(weights: Any, predictions: jax.Array) -> jax.Array | None:
         return w
     if w.ndim - predictions.ndim == 1:
         if w.shape[-1] != 1:
-            raise ValueError(f"weights of shape {tuple(w.shape)}: cannot squeeze a last axis of size {w.shape[-1]}.")
+            raise ValueError(
+                f"weights of shape {tuple(w.shape)}: cannot squeeze a last axis of size {w.shape[-1]}."
+            )
         w = w[..., 0]
     elif predictions.ndim - w.ndim == 1:
         w = w[..., None]
@@ -61,7 +63,9 @@ def check_broadcastable(weights: jax.Array, values: jax.Array) -> None:
     """
     if weights.ndim == 0:
         return
-    ok = weights.ndim == values.ndim and all(w in (1, v) for w, v in zip(weights.shape, values.shape, strict=True))
+    ok = weights.ndim == values.ndim and all(
+        w in (1, v) for w, v in zip(weights.shape, values.shape, strict=True)
+    )
     if not ok:
         raise ValueError(
             f"weights of shape {tuple(weights.shape)} cannot be broadcast to values of shape "
@@ -83,7 +87,9 @@ def broadcast_weights(weights: Any, values: jax.Array) -> jax.Array:
     return apply_padding_mask(values, weights)
 
 
-def prepare(labels: Any, predictions: Any, weights: Any, what: str) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+def prepare(
+    labels: Any, predictions: Any, weights: Any, what: str
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """TF's ``_remove_squeezable_dimensions``: squeeze labels/predictions, check they have
     the same shape, align the weights' rank. Returns ``(labels, predictions, weights)``.
 

@@ -69,11 +69,13 @@ def from_pair(pair: tuple[Any, Any], name: str) -> Any:
       TypeError: ``update`` is not a state (or Keras metric), or ``value`` is neither None,
         ``update`` itself nor a callable.
     """
-    from jaxspec.metrics.base import as_metric_state  # noqa: PLC0415 - circular at import time
+    from jaxspec.metrics.base import as_metric_state
 
     value, update = pair
     if isinstance(update, tuple):
-        raise TypeError(f"eval_metric_ops[{name!r}]: in a (value, update) pair, update must not be a pair itself.")
+        raise TypeError(
+            f"eval_metric_ops[{name!r}]: in a (value, update) pair, update must not be a pair itself."
+        )
     try:
         state = as_metric_state(update, name)
     except TypeError as e:
@@ -105,7 +107,7 @@ class _KerasRef:
         try:
             config = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
             config = json.dumps(config, sort_keys=True, default=repr)
-        except Exception:  # noqa: BLE001 - an unserialisable config: fall back to identity
+        except Exception:
             config = f"id:{id(metric)}"
         self.key = (type(metric).__module__, type(metric).__qualname__, config)
 
@@ -159,7 +161,7 @@ def _require_jax_keras(metric: Any, name: str) -> Any:
         stateless API.
     """
     try:
-        import keras  # noqa: PLC0415 - lazy: import jaxspec must not import keras
+        import keras
     except ImportError as e:
         raise TypeError(
             f"eval_metric_ops[{name!r}]: a Keras-style metric ({type(metric).__name__}) can only be "
@@ -191,7 +193,7 @@ def _check_additive(metric: Any, name: str) -> None:
         with jax.ensure_compile_time_eval():  # concrete initial values even inside a trace
             fresh = type(metric).from_config(metric.get_config())
             initial = [(v.path, v.value) for v in fresh.variables]
-    except Exception:  # noqa: BLE001 - cannot rebuild: rely on the documented contract
+    except Exception:
         return
     for path, value in initial:
         if is_concrete(value) and np.any(np.asarray(value) != 0):

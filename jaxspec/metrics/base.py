@@ -89,8 +89,7 @@ def apply_padding_mask(values: jax.Array, weights: Any) -> jax.Array:
         w = jnp.broadcast_to(w, values.shape)
     except ValueError as e:
         raise ValueError(
-            f"weights of shape {tuple(w.shape)} cannot be broadcast to values of shape "
-            f"{tuple(values.shape)}."
+            f"weights of shape {tuple(w.shape)} cannot be broadcast to values of shape {tuple(values.shape)}."
         ) from e
     mask = _row_mask(values)
     return w if mask is None else w * mask
@@ -200,7 +199,9 @@ def batch_constructor(function_name: str) -> classmethod:
 
 def is_metric_state(x: Any) -> bool:
     """True for a jaxspec metric state or any object with ``merge`` and ``compute``."""
-    return isinstance(x, Metric) or (callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None)))
+    return isinstance(x, Metric) or (
+        callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None))
+    )
 
 
 def as_metric_state(value: Any, name: str = "") -> Any:
@@ -223,7 +224,7 @@ def as_metric_state(value: Any, name: str = "") -> Any:
     """
     if is_metric_state(value):
         return value
-    from jaxspec.metrics import adapters  # noqa: PLC0415 - adapters import this module
+    from jaxspec.metrics import adapters
 
     if isinstance(value, tuple) and len(value) == 2:
         return adapters.from_pair(value, name)

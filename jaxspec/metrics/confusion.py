@@ -80,11 +80,13 @@ class Recall(Metric):
         return jnp.where(den > 0, self.tp / jnp.where(den > 0, den, 1.0), 0.0)
 
 
-def _binary_condition(labels: Any, predictions: Any, weights: Any, want_label: bool, want_pred: bool,
-                      what: str) -> jax.Array:
+def _binary_condition(
+    labels: Any, predictions: Any, weights: Any, want_label: bool, want_pred: bool, what: str
+) -> jax.Array:
     """Weighted count of elements whose (label, prediction) booleans are the wanted pair."""
-    labels, predictions, weights = prepare(jnp.asarray(labels) != 0, jnp.asarray(predictions) != 0, weights,
-                                           f"{what}: labels and predictions")
+    labels, predictions, weights = prepare(
+        jnp.asarray(labels) != 0, jnp.asarray(predictions) != 0, weights, f"{what}: labels and predictions"
+    )
     hit = (labels == want_label) & (predictions == want_pred)
     w = broadcast_weights(weights, hit)
     return jnp.sum(jnp.where(hit, w, 0.0))
@@ -210,8 +212,9 @@ def recall(
 
 
 # -- multi-class: per-class accuracy and IoU -------------------------------------------------
-def _class_inputs(labels: Any, predictions: Any, weights: Any, what: str
-                  ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def _class_inputs(
+    labels: Any, predictions: Any, weights: Any, what: str
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Flat int32 labels and predictions, flat float32 weights (padding mask included)
     and the flat padding mask itself (1 for elements of real rows)."""
     labels, predictions = jnp.asarray(labels), jnp.asarray(predictions)
@@ -242,7 +245,9 @@ def _out_of_range(ids: jax.Array, num_classes: int, real: jax.Array, what: str) 
     if is_concrete(ids, real):
         b = np.asarray(bad) & (np.asarray(real) > 0)
         if b.any():
-            raise ValueError(f"{what}: ids must be in [0, {num_classes}), got {np.asarray(ids)[b][:5].tolist()}.")
+            raise ValueError(
+                f"{what}: ids must be in [0, {num_classes}), got {np.asarray(ids)[b][:5].tolist()}."
+            )
     return jnp.sum(jnp.where(bad, real, 0.0))
 
 
@@ -359,8 +364,9 @@ def mean_iou(
     num_classes = int(num_classes)
     check_same_shape(jnp.asarray(labels), jnp.asarray(predictions), "mean_iou: labels and predictions")
     labels, predictions, w, real = _class_inputs(labels, predictions, weights, "mean_iou")
-    invalid = (_out_of_range(labels, num_classes, real, "mean_iou labels")
-               + _out_of_range(predictions, num_classes, real, "mean_iou predictions"))
+    invalid = _out_of_range(labels, num_classes, real, "mean_iou labels") + _out_of_range(
+        predictions, num_classes, real, "mean_iou predictions"
+    )
     ok = (labels >= 0) & (labels < num_classes) & (predictions >= 0) & (predictions < num_classes)
     flat = jnp.where(ok, labels * num_classes + predictions, num_classes * num_classes)
     cm = jnp.zeros((num_classes * num_classes,), jnp.float32).at[flat].add(w, mode="drop")

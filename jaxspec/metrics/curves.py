@@ -46,8 +46,15 @@ def _interpolated_pr_auc(tp: jax.Array, fp: jax.Array, fn: jax.Array, n: int) ->
     return jnp.sum(div_no_nan(slope * (dtp + intercept * jnp.log(ratio)), jnp.maximum(tp[1:] + fn[1:], 0.0)))
 
 
-def auc_fromcounts_at(tp: jax.Array, fn: jax.Array, tn: jax.Array, fp: jax.Array, num_thresholds: int,
-                    curve: str = "ROC", summation_method: str = "trapezoidal") -> jax.Array:
+def auc_fromcounts_at(
+    tp: jax.Array,
+    fn: jax.Array,
+    tn: jax.Array,
+    fp: jax.Array,
+    num_thresholds: int,
+    curve: str = "ROC",
+    summation_method: str = "trapezoidal",
+) -> jax.Array:
     """Area under the ROC or PR curve from counts at TF's auc thresholds, by TF's formulas.
 
     Args:
@@ -86,8 +93,10 @@ def _check_auc_options(curve: str, summation_method: str) -> None:
     if curve not in _CURVES:
         raise ValueError(f"auc: curve must be 'ROC' or 'PR', got {curve!r}.")
     if summation_method not in _SUMMATIONS:
-        raise ValueError(f"auc: summation_method must be one of {', '.join(map(repr, _SUMMATIONS))}, "
-                         f"got {summation_method!r}.")
+        raise ValueError(
+            f"auc: summation_method must be one of {', '.join(map(repr, _SUMMATIONS))}, "
+            f"got {summation_method!r}."
+        )
 
 
 class AUC(ConfusionAtThresholds):
@@ -105,8 +114,9 @@ class AUC(ConfusionAtThresholds):
 
     def compute(self) -> jax.Array:
         n = _auc_cutoffs(self.num_thresholds, self.thresholds)[0]
-        return self._checked(auc_fromcounts_at(self.tp, self.fn, self.tn, self.fp, n, self.curve,
-                                             self.summation_method))
+        return self._checked(
+            auc_fromcounts_at(self.tp, self.fn, self.tn, self.fp, n, self.curve, self.summation_method)
+        )
 
 
 def auc(
@@ -151,8 +161,13 @@ def auc(
     _check_auc_options(curve, summation_method)
     user = None if thresholds is None else tuple(sorted(float(t) for t in thresholds))
     _, cut = _auc_cutoffs(int(num_thresholds), user)
-    return AUC(**counts_at(labels, predictions, weights, cut, "auc"), num_thresholds=int(num_thresholds),
-               curve=curve, summation_method=summation_method, thresholds=user)
+    return AUC(
+        **counts_at(labels, predictions, weights, cut, "auc"),
+        num_thresholds=int(num_thresholds),
+        curve=curve,
+        summation_method=summation_method,
+        thresholds=user,
+    )
 
 
 # -- sensitivity / specificity -------------------------------------------------------------
@@ -231,10 +246,18 @@ def sensitivity_at_specificity(
         broadcast; concrete predictions outside [0, 1].
     """
     specificity = _check_rate(specificity, "sensitivity_at_specificity: specificity")
-    state = SensitivityAtSpecificity(tp=jnp.zeros(0), fn=jnp.zeros(0), tn=jnp.zeros(0), fp=jnp.zeros(0),
-                                     invalid=jnp.zeros(()), specificity=specificity,
-                                     num_thresholds=int(num_thresholds))
-    return state.replace(**counts_at(labels, predictions, weights, state.cutoffs(), "sensitivity_at_specificity"))
+    state = SensitivityAtSpecificity(
+        tp=jnp.zeros(0),
+        fn=jnp.zeros(0),
+        tn=jnp.zeros(0),
+        fp=jnp.zeros(0),
+        invalid=jnp.zeros(()),
+        specificity=specificity,
+        num_thresholds=int(num_thresholds),
+    )
+    return state.replace(
+        **counts_at(labels, predictions, weights, state.cutoffs(), "sensitivity_at_specificity")
+    )
 
 
 def specificity_at_sensitivity(
@@ -269,7 +292,15 @@ def specificity_at_sensitivity(
         broadcast; concrete predictions outside [0, 1].
     """
     sensitivity = _check_rate(sensitivity, "specificity_at_sensitivity: sensitivity")
-    state = SpecificityAtSensitivity(tp=jnp.zeros(0), fn=jnp.zeros(0), tn=jnp.zeros(0), fp=jnp.zeros(0),
-                                     invalid=jnp.zeros(()), sensitivity=sensitivity,
-                                     num_thresholds=int(num_thresholds))
-    return state.replace(**counts_at(labels, predictions, weights, state.cutoffs(), "specificity_at_sensitivity"))
+    state = SpecificityAtSensitivity(
+        tp=jnp.zeros(0),
+        fn=jnp.zeros(0),
+        tn=jnp.zeros(0),
+        fp=jnp.zeros(0),
+        invalid=jnp.zeros(()),
+        sensitivity=sensitivity,
+        num_thresholds=int(num_thresholds),
+    )
+    return state.replace(
+        **counts_at(labels, predictions, weights, state.cutoffs(), "specificity_at_sensitivity")
+    )

@@ -37,8 +37,9 @@ def div_no_nan(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.where(b == 0, 0.0, a / jnp.where(b == 0, 1.0, b))
 
 
-def counts_at(labels: Any, predictions: Any, weights: Any, cutoffs: Sequence[float], what: str
-            ) -> dict[str, jax.Array]:
+def counts_at(
+    labels: Any, predictions: Any, weights: Any, cutoffs: Sequence[float], what: str
+) -> dict[str, jax.Array]:
     """Weighted tp/fn/tn/fp per cutoff (float32 ``[len(cutoffs)]``) and ``invalid``, the
     number of real predictions outside [0, 1].
 
@@ -47,22 +48,29 @@ def counts_at(labels: Any, predictions: Any, weights: Any, cutoffs: Sequence[flo
         [0, 1] (or NaN).
     """
     predictions = jnp.asarray(predictions, jnp.float32)
-    labels, predictions, weights = prepare(jnp.asarray(labels) != 0, predictions, weights,
-                                           f"{what}: labels and predictions")
+    labels, predictions, weights = prepare(
+        jnp.asarray(labels) != 0, predictions, weights, f"{what}: labels and predictions"
+    )
     real = apply_padding_mask(predictions, None)
     bad = ~((predictions >= 0.0) & (predictions <= 1.0))
     if is_concrete(predictions, real):
         b = np.asarray(bad) & (np.asarray(real) > 0)
         if b.any():
-            raise ValueError(f"{what}: predictions must be in [0, 1], got {np.asarray(predictions)[b][:5].tolist()}.")
+            raise ValueError(
+                f"{what}: predictions must be in [0, 1], got {np.asarray(predictions)[b][:5].tolist()}."
+            )
     invalid = jnp.sum(jnp.where(bad, real, 0.0))
     w = broadcast_weights(weights, predictions).reshape(-1)
     is_pos = labels.reshape(-1)
-    counts = _bucket_counts(predictions.reshape(-1), jnp.where(is_pos, w, 0.0), jnp.where(is_pos, 0.0, w), cutoffs)
+    counts = _bucket_counts(
+        predictions.reshape(-1), jnp.where(is_pos, w, 0.0), jnp.where(is_pos, 0.0, w), cutoffs
+    )
     return dict(counts, invalid=invalid)
 
 
-def _bucket_counts(p: jax.Array, pos: jax.Array, neg: jax.Array, cutoffs: Sequence[float]) -> dict[str, jax.Array]:
+def _bucket_counts(
+    p: jax.Array, pos: jax.Array, neg: jax.Array, cutoffs: Sequence[float]
+) -> dict[str, jax.Array]:
     """tp/fn/tn/fp at each cutoff: ``p > t`` counts as positive (float32 comparisons, as TF).
 
     Rather than comparing every prediction with every threshold (``[T, N]`` work, as TF
@@ -174,15 +182,27 @@ class RecallAtThresholds(_CountsAtThresholds):
         return self._checked(self.tp / (KEPSILON + self.tp + self.fn))
 
 
-def _at_thresholds(cls: type[_CountsAtThresholds], labels: Any, predictions: Any, thresholds: Sequence[float],
-                   weights: Any, what: str) -> Any:
+def _at_thresholds(
+    cls: type[_CountsAtThresholds],
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any,
+    what: str,
+) -> Any:
     cut = tuple(float(t) for t in np.asarray(thresholds, np.float64).reshape(-1))
     return cls(**counts_at(labels, predictions, weights, cut, what), thresholds=cut)
 
 
-def true_positives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                                 metrics_collections: Any = None, updates_collections: Any = None,
-                                 name: str | None = None) -> TruePositivesAtThresholds:
+def true_positives_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> TruePositivesAtThresholds:
     """Weighted true positives at each threshold (``tf.compat.v1.metrics.true_positives_at_thresholds``).
 
     Args:
@@ -201,13 +221,20 @@ def true_positives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequ
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(TruePositivesAtThresholds, labels, predictions, thresholds, weights,
-                          "true_positives_at_thresholds")
+    return _at_thresholds(
+        TruePositivesAtThresholds, labels, predictions, thresholds, weights, "true_positives_at_thresholds"
+    )
 
 
-def false_positives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                                  metrics_collections: Any = None, updates_collections: Any = None,
-                                  name: str | None = None) -> FalsePositivesAtThresholds:
+def false_positives_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> FalsePositivesAtThresholds:
     """Weighted false positives at each threshold (``tf.compat.v1.metrics.false_positives_at_thresholds``).
 
     Args:
@@ -226,13 +253,20 @@ def false_positives_at_thresholds(labels: Any, predictions: Any, thresholds: Seq
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(FalsePositivesAtThresholds, labels, predictions, thresholds, weights,
-                          "false_positives_at_thresholds")
+    return _at_thresholds(
+        FalsePositivesAtThresholds, labels, predictions, thresholds, weights, "false_positives_at_thresholds"
+    )
 
 
-def true_negatives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                                 metrics_collections: Any = None, updates_collections: Any = None,
-                                 name: str | None = None) -> TrueNegativesAtThresholds:
+def true_negatives_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> TrueNegativesAtThresholds:
     """Weighted true negatives at each threshold (``tf.compat.v1.metrics.true_negatives_at_thresholds``).
 
     Args:
@@ -251,13 +285,20 @@ def true_negatives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequ
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(TrueNegativesAtThresholds, labels, predictions, thresholds, weights,
-                          "true_negatives_at_thresholds")
+    return _at_thresholds(
+        TrueNegativesAtThresholds, labels, predictions, thresholds, weights, "true_negatives_at_thresholds"
+    )
 
 
-def false_negatives_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                                  metrics_collections: Any = None, updates_collections: Any = None,
-                                  name: str | None = None) -> FalseNegativesAtThresholds:
+def false_negatives_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> FalseNegativesAtThresholds:
     """Weighted false negatives at each threshold (``tf.compat.v1.metrics.false_negatives_at_thresholds``).
 
     Args:
@@ -276,13 +317,20 @@ def false_negatives_at_thresholds(labels: Any, predictions: Any, thresholds: Seq
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(FalseNegativesAtThresholds, labels, predictions, thresholds, weights,
-                          "false_negatives_at_thresholds")
+    return _at_thresholds(
+        FalseNegativesAtThresholds, labels, predictions, thresholds, weights, "false_negatives_at_thresholds"
+    )
 
 
-def precision_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                            metrics_collections: Any = None, updates_collections: Any = None,
-                            name: str | None = None) -> PrecisionAtThresholds:
+def precision_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> PrecisionAtThresholds:
     """``tp / (1e-7 + tp + fp)`` at each threshold (``tf.compat.v1.metrics.precision_at_thresholds``).
 
     Args:
@@ -301,12 +349,20 @@ def precision_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(PrecisionAtThresholds, labels, predictions, thresholds, weights, "precision_at_thresholds")
+    return _at_thresholds(
+        PrecisionAtThresholds, labels, predictions, thresholds, weights, "precision_at_thresholds"
+    )
 
 
-def recall_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[float], weights: Any = None,
-                         metrics_collections: Any = None, updates_collections: Any = None,
-                         name: str | None = None) -> RecallAtThresholds:
+def recall_at_thresholds(
+    labels: Any,
+    predictions: Any,
+    thresholds: Sequence[float],
+    weights: Any = None,
+    metrics_collections: Any = None,
+    updates_collections: Any = None,
+    name: str | None = None,
+) -> RecallAtThresholds:
     """``tp / (1e-7 + tp + fn)`` at each threshold (``tf.compat.v1.metrics.recall_at_thresholds``).
 
     Args:
@@ -325,4 +381,6 @@ def recall_at_thresholds(labels: Any, predictions: Any, thresholds: Sequence[flo
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(RecallAtThresholds, labels, predictions, thresholds, weights, "recall_at_thresholds")
+    return _at_thresholds(
+        RecallAtThresholds, labels, predictions, thresholds, weights, "recall_at_thresholds"
+    )

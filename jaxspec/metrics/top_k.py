@@ -48,7 +48,9 @@ def _expand_labels(labels: Any, ids: jax.Array) -> jax.Array:
     )
 
 
-def _set_counts(labels: jax.Array, ids: jax.Array, class_id: int | None) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _set_counts(
+    labels: jax.Array, ids: jax.Array, class_id: int | None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per row ``(tp, fp, fn)`` of the predicted id set against the label set (float32)."""
     labels = labels.astype(jnp.int32)
     ids = ids.astype(jnp.int32)
@@ -135,8 +137,9 @@ class RecallAtTopK(RecallAtK):
     from_batch = batch_constructor("recall_at_top_k")
 
 
-def _precision_recall(labels: Any, ids: jax.Array, class_id: int | None, weights: Any
-                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _precision_recall(
+    labels: Any, ids: jax.Array, class_id: int | None, weights: Any
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     labels = _expand_labels(labels, ids)
     tp, fp, fn = _set_counts(labels, ids, class_id)
     w = _row_weights(weights, tp)

@@ -68,7 +68,7 @@ def register_spec_pytree(
         children = list(children)
         fields: dict[str, Any] = dict(zip(array_fields, children[: len(array_fields)], strict=True))
         statics = dict(aux.items)
-        for f, tensors in zip(pair_fields, children[len(array_fields):], strict=True):
+        for f, tensors in zip(pair_fields, children[len(array_fields) :], strict=True):
             fn = statics.pop(f)
             fields[f] = None if fn is None else (fn, tensors)
         fields.update(statics)

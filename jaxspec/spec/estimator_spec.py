@@ -317,4 +317,3 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
 
 
 register_spec_pytree(EstimatorSpec, ("predictions", "loss", "train_op", "eval_metric_ops"))
-

@@ -52,8 +52,18 @@ class NPUEstimatorSpec(EstimatorSpec):
         if host_call is not None:
             host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
         spec = super().__new__(
-            cls, mode, predictions, loss, train_op, eval_metric_ops, export_outputs,
-            training_chief_hooks, training_hooks, scaffold, evaluation_hooks, prediction_hooks,
+            cls,
+            mode,
+            predictions,
+            loss,
+            train_op,
+            eval_metric_ops,
+            export_outputs,
+            training_chief_hooks,
+            training_hooks,
+            scaffold,
+            evaluation_hooks,
+            prediction_hooks,
         )
         object.__setattr__(spec, "_host_call", host_call)
         return spec

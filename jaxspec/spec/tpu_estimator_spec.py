@@ -95,8 +95,11 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
             host_call = validate_fn_tensors_pair(host_call, "host_call", name)
         hooks = {
             field: check_hooks(value, field, name)
-            for field, value in (("training_hooks", training_hooks), ("evaluation_hooks", evaluation_hooks),
-                                 ("prediction_hooks", prediction_hooks))
+            for field, value in (
+                ("training_hooks", training_hooks),
+                ("evaluation_hooks", evaluation_hooks),
+                ("prediction_hooks", prediction_hooks),
+            )
         }
         if scaffold_fn is not None and not callable(scaffold_fn):
             raise TypeError(f"{name}: scaffold_fn must be callable, got {type_name(scaffold_fn)}.")

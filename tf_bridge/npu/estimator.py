@@ -59,8 +59,15 @@ def _to_adapter_spec(spec: Any, adapter_spec_type: type) -> Any:
     return adapter_spec_type(**fields)
 
 
-def _adapter_estimator(adapter: Any, model_fn: Callable[..., Any], model_dir: Any, config: Any, params: Any,
-                       job_start_file: str, warm_start_from: Any) -> Any:
+def _adapter_estimator(
+    adapter: Any,
+    model_fn: Callable[..., Any],
+    model_dir: Any,
+    config: Any,
+    params: Any,
+    job_start_file: str,
+    warm_start_from: Any,
+) -> Any:
     """The adapter's NPUEstimator running ``model_fn``, with tf_bridge's config and specs
     translated."""
     npu_estimator, npu_config = adapter
@@ -76,8 +83,13 @@ def _adapter_estimator(adapter: Any, model_fn: Callable[..., Any], model_dir: An
         return _to_adapter_spec(model_fn(features=features, **kwargs), npu_estimator.NPUEstimatorSpec)
 
     return npu_estimator.NPUEstimator(
-        model_fn=adapter_model_fn, model_dir=model_dir, config=npu_config.NPURunConfig(**config.adapter_kwargs()),
-        params=params, job_start_file=job_start_file, warm_start_from=warm_start_from)
+        model_fn=adapter_model_fn,
+        model_dir=model_dir,
+        config=npu_config.NPURunConfig(**config.adapter_kwargs()),
+        params=params,
+        job_start_file=job_start_file,
+        warm_start_from=warm_start_from,
+    )
 
 
 def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
@@ -113,15 +125,31 @@ class NPUEstimator(Estimator):
 
     _config_type = NPURunConfig
 
-    def __new__(cls, model_fn: Callable[..., Any] | None = None, model_dir: Any = None, config: Any = None,
-                params: Any = None, job_start_file: str = "", warm_start_from: Any = None) -> Any:
+    def __new__(
+        cls,
+        model_fn: Callable[..., Any] | None = None,
+        model_dir: Any = None,
+        config: Any = None,
+        params: Any = None,
+        job_start_file: str = "",
+        warm_start_from: Any = None,
+    ) -> Any:
         adapter = load_adapter() if cls is NPUEstimator else None
         if adapter is not None:
-            return _adapter_estimator(adapter, model_fn, model_dir, config, params, job_start_file, warm_start_from)
+            return _adapter_estimator(
+                adapter, model_fn, model_dir, config, params, job_start_file, warm_start_from
+            )
         return super().__new__(cls)
 
-    def __init__(self, model_fn: Callable[..., Any] | None = None, model_dir: Any = None, config: Any = None,
-                 params: Any = None, job_start_file: str = "", warm_start_from: Any = None) -> None:
+    def __init__(
+        self,
+        model_fn: Callable[..., Any] | None = None,
+        model_dir: Any = None,
+        config: Any = None,
+        params: Any = None,
+        job_start_file: str = "",
+        warm_start_from: Any = None,
+    ) -> None:
         if config is None or not isinstance(config, NPURunConfig):
             raise ValueError(f"NPUEstimator needs config, an NPURunConfig; got {type(config).__name__}.")
         if rank_size() > 1:
@@ -135,8 +163,13 @@ class NPUEstimator(Estimator):
             _log.info("NPUEstimator on CPU: NPU-only settings accepted, without effect here: %s", npu_only)
         if warm_start_from is None and os.environ.get("RESTORE_FROM"):
             warm_start_from = os.environ["RESTORE_FROM"]
-        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config, params=params,
-                         warm_start_from=warm_start_from)
+        super().__init__(
+            model_fn=model_fn,
+            model_dir=model_dir,
+            config=config,
+            params=params,
+            warm_start_from=warm_start_from,
+        )
 
     def _iterations_per_loop(self) -> int:
         return self._config.iterations_per_loop
@@ -155,8 +188,13 @@ class NPUEstimator(Estimator):
                     f"model_fn must return a tf_bridge NPUEstimatorSpec or EstimatorSpec in {mode}; "
                     f"it returned a {type(spec).__name__}."
                 )
-            raise ValueError(f"model_fn must return a tf_bridge EstimatorSpec; it returned a {type(spec).__name__}.")
-        if isinstance(spec, NPUEstimatorSpec) and spec.host_call is not None and mode in (ModeKeys.TRAIN,
-                                                                                         ModeKeys.EVAL):
+            raise ValueError(
+                f"model_fn must return a tf_bridge EstimatorSpec; it returned a {type(spec).__name__}."
+            )
+        if (
+            isinstance(spec, NPUEstimatorSpec)
+            and spec.host_call is not None
+            and mode in (ModeKeys.TRAIN, ModeKeys.EVAL)
+        ):
             spec = _attach_host_call(spec, mode)
         return spec

@@ -72,14 +72,24 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
       decr_ratio: shrink factor (< 1); 0.8.
     """
 
-    def __init__(self, init_loss_scale: float, incr_every_n_steps: int, decr_every_n_nan_or_inf: int = 2,
-                 incr_ratio: float = 2, decr_ratio: float = 0.8) -> None:
+    def __init__(
+        self,
+        init_loss_scale: float,
+        incr_every_n_steps: int,
+        decr_every_n_nan_or_inf: int = 2,
+        incr_ratio: float = 2,
+        decr_ratio: float = 0.8,
+    ) -> None:
         self._incr_every_n_steps = incr_every_n_steps
         self._decr_every_n_nan_or_inf = decr_every_n_nan_or_inf
         self._incr_ratio = incr_ratio
         self._decr_ratio = decr_ratio
         self._loss_scale = tf.compat.v1.Variable(
-            tf.convert_to_tensor(init_loss_scale, tf.float32), name="loss_scale", dtype=tf.float32, trainable=False)
+            tf.convert_to_tensor(init_loss_scale, tf.float32),
+            name="loss_scale",
+            dtype=tf.float32,
+            trainable=False,
+        )
         self._num_good_steps = tf.compat.v1.Variable(0, name="good_steps", dtype=tf.int32, trainable=False)
         self._num_bad_steps = tf.compat.v1.Variable(0, name="bad_steps", dtype=tf.int32, trainable=False)
 
@@ -92,8 +102,11 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
     def _on_finite(self) -> Any:
         def grow() -> Any:
             limit = _FLOAT32_MAX / self._incr_ratio
-            new_scale = tf.cond(self._loss_scale < limit, lambda: self._loss_scale * self._incr_ratio,
-                                lambda: tf.identity(self._loss_scale))
+            new_scale = tf.cond(
+                self._loss_scale < limit,
+                lambda: self._loss_scale * self._incr_ratio,
+                lambda: tf.identity(self._loss_scale),
+            )
             return tf.group(self._loss_scale.assign(new_scale), self._reset_counts())
 
         def count() -> Any:

@@ -62,7 +62,9 @@ class NPUDistributedOptimizer(_Optimizer):
       RuntimeError: (compute_gradients) ``RANK_SIZE`` > 1.
     """
 
-    def __init__(self, optimizer: Any, is_weight_update_sharding: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, optimizer: Any, is_weight_update_sharding: bool = False, name: str | None = None
+    ) -> None:
         self._optimizer = optimizer
         self._is_weight_update_sharding = is_weight_update_sharding
         super().__init__(name=name or f"Distributed{type(optimizer).__name__}", use_locking=False)
@@ -106,8 +108,15 @@ class NPUOptimizer(_Optimizer):
       TypeError: loss_scale_manager is not a LossScaleManager.
     """
 
-    def __init__(self, opt: Any, loss_scale_manager: Any = None, is_distributed: bool = False,
-                 is_loss_scale: bool = False, is_tailing_optimization: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self,
+        opt: Any,
+        loss_scale_manager: Any = None,
+        is_distributed: bool = False,
+        is_loss_scale: bool = False,
+        is_tailing_optimization: bool = False,
+        name: str | None = None,
+    ) -> None:
         if is_loss_scale and loss_scale_manager is None:
             raise ValueError("NPUOptimizer: is_loss_scale=True needs a loss_scale_manager.")
         if loss_scale_manager is not None and not isinstance(loss_scale_manager, LossScaleManager):
@@ -121,9 +130,15 @@ class NPUOptimizer(_Optimizer):
         self._is_tailing_optimization = is_tailing_optimization
         super().__init__(name=name or f"NPUOptimizer{type(opt).__name__}", use_locking=False)
 
-    def compute_gradients(self, loss: Any, var_list: Any = None, gate_gradients: int = _Optimizer.GATE_OP,
-                          aggregation_method: Any = None, colocate_gradients_with_ops: bool = False,
-                          grad_loss: Any = None) -> list[tuple[Any, Any]]:
+    def compute_gradients(
+        self,
+        loss: Any,
+        var_list: Any = None,
+        gate_gradients: int = _Optimizer.GATE_OP,
+        aggregation_method: Any = None,
+        colocate_gradients_with_ops: bool = False,
+        grad_loss: Any = None,
+    ) -> list[tuple[Any, Any]]:
         """Gradients of the (scaled) loss, unscaled, averaged over ranks when distributed."""
         loss_value = loss() if callable(loss) else loss
         scale = None
@@ -131,14 +146,21 @@ class NPUOptimizer(_Optimizer):
             scale = self._loss_scale_manager.get_loss_scale()
             loss_value = loss_value * tf.cast(scale, loss_value.dtype.base_dtype)
         grads_and_vars = self._opt.compute_gradients(
-            loss_value, var_list=var_list, gate_gradients=gate_gradients, aggregation_method=aggregation_method,
-            colocate_gradients_with_ops=colocate_gradients_with_ops, grad_loss=grad_loss)
+            loss_value,
+            var_list=var_list,
+            gate_gradients=gate_gradients,
+            aggregation_method=aggregation_method,
+            colocate_gradients_with_ops=colocate_gradients_with_ops,
+            grad_loss=grad_loss,
+        )
         if self._is_distributed:
             grads_and_vars = [(None if g is None else allreduce(g), v) for g, v in grads_and_vars]
         if scale is not None:
             inverse = tf.math.reciprocal(scale)
-            grads_and_vars = [(None if g is None else g * tf.cast(inverse, g.dtype.base_dtype), v)
-                              for g, v in grads_and_vars]
+            grads_and_vars = [
+                (None if g is None else g * tf.cast(inverse, g.dtype.base_dtype), v)
+                for g, v in grads_and_vars
+            ]
         return grads_and_vars
 
     def apply_gradients(self, grads_and_vars: Any, global_step: Any = None, name: str | None = None) -> Any:
@@ -148,8 +170,9 @@ class NPUOptimizer(_Optimizer):
         if not self._is_loss_scale:
             return self._opt.apply_gradients(grads_and_vars, global_step, name)
         finite = _all_finite([g for g, _ in grads_and_vars if g is not None])
-        update = tf.cond(finite, lambda: tf.group(self._opt.apply_gradients(grads_and_vars, global_step, name)),
-                         tf.no_op)
+        update = tf.cond(
+            finite, lambda: tf.group(self._opt.apply_gradients(grads_and_vars, global_step, name)), tf.no_op
+        )
         return tf.group(update, self._loss_scale_manager.update_loss_scale(finite))
 
     def get_slot(self, *args: Any, **kwargs: Any) -> Any:
@@ -175,8 +198,13 @@ class NPULossScaleOptimizer(NPUOptimizer):
     """
 
     def __init__(self, opt: Any, loss_scale_manager: Any, is_distributed: bool = False) -> None:
-        super().__init__(opt, loss_scale_manager=loss_scale_manager, is_distributed=is_distributed,
-                         is_loss_scale=True, name=f"NPULossScaleOptimizer{type(opt).__name__}")
+        super().__init__(
+            opt,
+            loss_scale_manager=loss_scale_manager,
+            is_distributed=is_distributed,
+            is_loss_scale=True,
+            name=f"NPULossScaleOptimizer{type(opt).__name__}",
+        )
 
 
 __all__ = ["NPUDistributedOptimizer", "NPULossScaleOptimizer", "NPUOptimizer", "allreduce", "rank_size"]

@@ -39,8 +39,9 @@ def _classes_to_tf(head: Any, scores: Any, to_tensor: Callable[[Any], Any]) -> A
     return tf.tile(table, tf.stack([rows, 1]))
 
 
-def export_outputs_to_tf(export_outputs: Mapping[str, Any],
-                         to_tensor: Callable[[Any], Any] = tf.convert_to_tensor) -> dict[str, Any]:
+def export_outputs_to_tf(
+    export_outputs: Mapping[str, Any], to_tensor: Callable[[Any], Any] = tf.convert_to_tensor
+) -> dict[str, Any]:
     """jaxspec export outputs → TensorFlow's, head by head, same keys.
 
     Args:
@@ -60,7 +61,9 @@ def export_outputs_to_tf(export_outputs: Mapping[str, Any],
     for key, head in export_outputs.items():
         if isinstance(head, jx.ClassificationOutput):
             scores = None if head.scores is None else tf.cast(to_tensor(np.asarray(head.scores)), tf.float32)
-            out[key] = tfs.ClassificationOutput(scores=scores, classes=_classes_to_tf(head, scores, to_tensor))
+            out[key] = tfs.ClassificationOutput(
+                scores=scores, classes=_classes_to_tf(head, scores, to_tensor)
+            )
         elif isinstance(head, jx.RegressionOutput):
             out[key] = tfs.RegressionOutput(tf.cast(to_tensor(np.asarray(head.value)), tf.float32))
         elif isinstance(head, jx.PredictOutput):
@@ -94,8 +97,9 @@ def _classes_from_tf(key: str, classes: np.ndarray) -> Any:
     return [c.decode() if isinstance(c, bytes) else str(c) for c in rows[0]]
 
 
-def export_outputs_from_tf(export_outputs: Mapping[str, Any],
-                           fetch: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+def export_outputs_from_tf(
+    export_outputs: Mapping[str, Any], fetch: Callable[[Any], Any] | None = None
+) -> dict[str, Any]:
     """TensorFlow export outputs → jaxspec's (numpy arrays), same keys.
 
     Args:
@@ -165,7 +169,7 @@ def metric_name_from_output_key(key: str) -> tuple[str, str] | None:
         if key.startswith(_METRICS) and key.endswith(tail):
             name = key[: -len(tail)]
             if name.startswith(f"{_METRICS}/"):
-                name = name[len(_METRICS) + 1:]
+                name = name[len(_METRICS) + 1 :]
             return name, suffix
     return None
 

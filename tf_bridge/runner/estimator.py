@@ -31,9 +31,17 @@ from tf_bridge.spec import EstimatorSpec
 _log = logging.getLogger("tf_bridge")
 
 
-class WarmStartSettings(collections.namedtuple(
+class WarmStartSettings(
+    collections.namedtuple(
         "WarmStartSettings",
-        ["ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name"])):
+        [
+            "ckpt_to_initialize_from",
+            "vars_to_warm_start",
+            "var_name_to_vocab_info",
+            "var_name_to_prev_var_name",
+        ],
+    )
+):
     """Warm-start settings (``tf.estimator.WarmStartSettings``): the fields are the
     arguments of ``tf.compat.v1.train.warm_start``, which does the work.
 
@@ -41,12 +49,22 @@ class WarmStartSettings(collections.namedtuple(
       ValueError: ``ckpt_to_initialize_from`` is empty.
     """
 
-    def __new__(cls, ckpt_to_initialize_from: str, vars_to_warm_start: Any = ".*",
-                var_name_to_vocab_info: Any = None, var_name_to_prev_var_name: Any = None) -> WarmStartSettings:
+    def __new__(
+        cls,
+        ckpt_to_initialize_from: str,
+        vars_to_warm_start: Any = ".*",
+        var_name_to_vocab_info: Any = None,
+        var_name_to_prev_var_name: Any = None,
+    ) -> WarmStartSettings:
         if not ckpt_to_initialize_from:
             raise ValueError("WarmStartSettings: ckpt_to_initialize_from is required.")
-        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, var_name_to_vocab_info or {},
-                               var_name_to_prev_var_name or {})
+        return super().__new__(
+            cls,
+            ckpt_to_initialize_from,
+            vars_to_warm_start,
+            var_name_to_vocab_info or {},
+            var_name_to_prev_var_name or {},
+        )
 
 
 def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
@@ -65,7 +83,9 @@ def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
         return WarmStartSettings(path)
     if isinstance(warm_start_from, WarmStartSettings):
         return warm_start_from
-    raise ValueError(f"warm_start_from must be a path or a WarmStartSettings, got {type(warm_start_from).__name__}.")
+    raise ValueError(
+        f"warm_start_from must be a path or a WarmStartSettings, got {type(warm_start_from).__name__}."
+    )
 
 
 def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -> Any:
@@ -148,8 +168,14 @@ class Estimator:
     _config_type: type = RunConfig
     _skip_predict_input_check = False
 
-    def __init__(self, model_fn: Callable[..., Any] | None = None, model_dir: Any = None, config: Any = None,
-                 params: dict[str, Any] | None = None, warm_start_from: Any = None) -> None:
+    def __init__(
+        self,
+        model_fn: Callable[..., Any] | None = None,
+        model_dir: Any = None,
+        config: Any = None,
+        params: dict[str, Any] | None = None,
+        warm_start_from: Any = None,
+    ) -> None:
         self._config = resolve_config(config, model_dir, self._config_type)
         check_single_process()
         if model_fn is None:
@@ -237,8 +263,14 @@ class Estimator:
 
     # -- train / evaluate / predict ---------------------------------------------------------
 
-    def train(self, input_fn: Callable[..., Any], hooks: Any = None, steps: int | None = None,
-              max_steps: int | None = None, saving_listeners: Any = None) -> Estimator:
+    def train(
+        self,
+        input_fn: Callable[..., Any],
+        hooks: Any = None,
+        steps: int | None = None,
+        max_steps: int | None = None,
+        saving_listeners: Any = None,
+    ) -> Estimator:
         """Train until ``steps`` more steps, global step ``max_steps``, or the input's end
         (``tf.estimator.Estimator.train``). Returns self.
 
@@ -269,8 +301,14 @@ class Estimator:
         """``model_dir/eval`` or ``model_dir/eval_<name>``: where evaluate writes summaries."""
         return os.path.join(self._model_dir, "eval" if not name else f"eval_{name}")
 
-    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None, hooks: Any = None,
-                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        input_fn: Callable[..., Any],
+        steps: int | None = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
         """Evaluate the latest (or the given) checkpoint on ``steps`` batches or the whole
         input (``tf.estimator.Estimator.evaluate``).
 
@@ -294,8 +332,14 @@ class Estimator:
                 _log.info("No checkpoint in %s: evaluating freshly initialised variables.", self._model_dir)
         return _evaluate.run_evaluate(self, input_fn, hooks, checkpoint_path, self.eval_dir(name))
 
-    def predict(self, input_fn: Callable[..., Any], predict_keys: Any = None, hooks: Any = None,
-                checkpoint_path: str | None = None, yield_single_examples: bool = True) -> Iterator[Any]:
+    def predict(
+        self,
+        input_fn: Callable[..., Any],
+        predict_keys: Any = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        yield_single_examples: bool = True,
+    ) -> Iterator[Any]:
         """Yield predictions until the input ends (``tf.estimator.Estimator.predict``):
         one example at a time (a dict of numpy values for dict predictions), or whole
         batches with ``yield_single_examples=False``. Nothing runs before the first ``next``.
@@ -308,15 +352,24 @@ class Estimator:
         if not checkpoint_path:
             checkpoint_path = self.latest_checkpoint()
             if not checkpoint_path:
-                _log.info("No checkpoint in %s: predicting with freshly initialised variables.", self._model_dir)
-        yield from _predict.run_predict(self, input_fn, predict_keys, hooks, checkpoint_path,
-                                        yield_single_examples)
+                _log.info(
+                    "No checkpoint in %s: predicting with freshly initialised variables.", self._model_dir
+                )
+        yield from _predict.run_predict(
+            self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples
+        )
 
     # -- export -----------------------------------------------------------------------------
 
-    def export_saved_model(self, export_dir_base: Any, serving_input_receiver_fn: Callable[[], Any],
-                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                           checkpoint_path: str | None = None, experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+    def export_saved_model(
+        self,
+        export_dir_base: Any,
+        serving_input_receiver_fn: Callable[[], Any],
+        assets_extra: dict[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+        experimental_mode: str = ModeKeys.PREDICT,
+    ) -> bytes:
         """Export the model in ``experimental_mode`` (PREDICT: tag ``serve``) as a SavedModel
         under ``export_dir_base/<timestamp>`` (``tf.estimator.Estimator.export_saved_model``).
 
@@ -332,12 +385,21 @@ class Estimator:
         if not serving_input_receiver_fn:
             raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
         return self.experimental_export_all_saved_models(
-            export_dir_base, {experimental_mode: serving_input_receiver_fn}, assets_extra=assets_extra,
-            as_text=as_text, checkpoint_path=checkpoint_path)
+            export_dir_base,
+            {experimental_mode: serving_input_receiver_fn},
+            assets_extra=assets_extra,
+            as_text=as_text,
+            checkpoint_path=checkpoint_path,
+        )
 
-    def experimental_export_all_saved_models(self, export_dir_base: Any, input_receiver_fn_map: dict[str, Any],
-                                             assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                                             checkpoint_path: str | None = None) -> bytes:
+    def experimental_export_all_saved_models(
+        self,
+        export_dir_base: Any,
+        input_receiver_fn_map: dict[str, Any],
+        assets_extra: dict[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+    ) -> bytes:
         """One SavedModel with a metagraph per mode of ``input_receiver_fn_map``
         (tags: TRAIN ``train``, EVAL ``eval``, PREDICT ``serve``), variables from the
         first of TRAIN, EVAL, PREDICT.
@@ -345,5 +407,11 @@ class Estimator:
         Raises:
           ValueError: as export_saved_model; no valid mode in the map.
         """
-        return _export.export_all(self, os.fsdecode(export_dir_base), dict(input_receiver_fn_map), assets_extra,
-                                  as_text, checkpoint_path)
+        return _export.export_all(
+            self,
+            os.fsdecode(export_dir_base),
+            dict(input_receiver_fn_map),
+            assets_extra,
+            as_text,
+            checkpoint_path,
+        )

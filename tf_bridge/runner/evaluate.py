@@ -36,7 +36,11 @@ def get_or_create_eval_step() -> Any:
     if len(existing) > 1:
         raise ValueError("the graph has more than one eval_step variable.")
     return tf.compat.v1.get_variable(
-        "eval_step", shape=[], dtype=tf.int64, initializer=tf.compat.v1.zeros_initializer(), trainable=False,
+        "eval_step",
+        shape=[],
+        dtype=tf.int64,
+        initializer=tf.compat.v1.zeros_initializer(),
+        trainable=False,
         collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.EVAL_STEP],
     )
 
@@ -67,7 +71,9 @@ def split_update_ops(metric_ops: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return (tf.group(*updates) if updates else None), values
 
 
-def build_eval_graph(est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None) -> tuple[Any, ...]:
+def build_eval_graph(
+    est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
+) -> tuple[Any, ...]:
     """Build the EVAL graph in the default graph: (scaffold, update op, value dict, hooks).
 
     Raises:
@@ -92,15 +98,23 @@ def build_eval_graph(est: Any, input_fn: Any, hooks: list[Any], checkpoint_path:
     if scaffold.local_init_op is not None:
         get_or_create_eval_step()
         scaffold = tf.compat.v1.train.Scaffold(
-            local_init_op=tf.group(scaffold.local_init_op, tf.compat.v1.train.Scaffold.default_local_init_op()),
+            local_init_op=tf.group(
+                scaffold.local_init_op, tf.compat.v1.train.Scaffold.default_local_init_op()
+            ),
             copy_from_scaffold=scaffold,
         )
     all_hooks = list(input_hooks) + list(hooks) + list(spec.evaluation_hooks)
     return scaffold, update_op, values, all_hooks
 
 
-def evaluate_once(est: Any, checkpoint_path: str | None, scaffold: Any, update_op: Any,
-                  values: dict[str, Any], hooks: list[Any]) -> dict[str, Any]:
+def evaluate_once(
+    est: Any,
+    checkpoint_path: str | None,
+    scaffold: Any,
+    update_op: Any,
+    values: dict[str, Any],
+    hooks: list[Any],
+) -> dict[str, Any]:
     """Run the update op per batch until a hook stops or the input ends; return the
     metric values read once at the end."""
     eval_step = get_or_create_eval_step()
@@ -117,8 +131,11 @@ def evaluate_once(est: Any, checkpoint_path: str | None, scaffold: Any, update_o
     hooks.append(final)
     start = time.time()
     creator = tf.compat.v1.train.ChiefSessionCreator(
-        scaffold=scaffold, checkpoint_filename_with_path=checkpoint_path,
-        master=est.config.evaluation_master or "", config=est._session_config)
+        scaffold=scaffold,
+        checkpoint_filename_with_path=checkpoint_path,
+        master=est.config.evaluation_master or "",
+        config=est._session_config,
+    )
     with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as session:
         if update_op is not None:
             while not session.should_stop():
@@ -137,7 +154,7 @@ def _summary_value(summary: Any, key: str, value: Any) -> None:
     elif isinstance(value, bytes):
         try:
             parsed = summary_pb2.Summary.FromString(value)
-        except Exception:  # noqa: BLE001 - protobuf's DecodeError has no stable import path
+        except Exception:
             _log.warning("Summary for %r skipped: bytes that are not a Summary proto.", key)
             return
         for i, item in enumerate(parsed.value):
@@ -147,13 +164,18 @@ def _summary_value(summary: Any, key: str, value: Any) -> None:
         item = summary.value.add(tag=key, node_name=key)
         item.tensor.CopyFrom(tf.make_tensor_proto(value))
     else:
-        _log.warning("Summary for %r skipped: a %s is not a number, array or Summary.", key, type(value).__name__)
+        _log.warning(
+            "Summary for %r skipped: a %s is not a number, array or Summary.", key, type(value).__name__
+        )
 
 
 def write_dict_to_summary(output_dir: str, results: dict[str, Any], global_step: int) -> None:
     """Write evaluation results (all but ``global_step``) as one event at ``global_step``."""
-    _log.info("Saving dict for global step %d: %s", global_step,
-              ", ".join(f"{k} = {v}" for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    _log.info(
+        "Saving dict for global step %d: %s",
+        global_step,
+        ", ".join(f"{k} = {v}" for k, v in sorted(results.items()) if not isinstance(v, bytes)),
+    )
     summary = summary_pb2.Summary()
     for key, value in results.items():
         if value is not None and key != GLOBAL_STEP_KEY:
@@ -172,8 +194,9 @@ def write_checkpoint_path_summary(output_dir: str, checkpoint_path: str, global_
     writer.flush()
 
 
-def run_evaluate(est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None,
-                 output_dir: str) -> dict[str, Any]:
+def run_evaluate(
+    est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
+) -> dict[str, Any]:
     """Build, run and record one evaluation; return the results dict."""
     with tf.Graph().as_default():
         scaffold, update_op, values, all_hooks = build_eval_graph(est, input_fn, hooks, checkpoint_path)

@@ -39,22 +39,36 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
         ) from err
 
 
-def add_meta_graph_for_mode(est: Any, builder: Any, receiver_fn: Callable[[], Any], checkpoint_path: str,
-                            save_variables: bool, mode: str) -> None:
+def add_meta_graph_for_mode(
+    est: Any,
+    builder: Any,
+    receiver_fn: Callable[[], Any],
+    checkpoint_path: str,
+    save_variables: bool,
+    mode: str,
+) -> None:
     """Build ``mode``'s graph from the receiver and add it (and, the first time, the
     variables) to ``builder``, with tf.estimator's tags and signatures."""
     with tf.Graph().as_default() as graph:
         est._create_global_step(graph)
         tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
         receiver = receiver_fn()
-        spec = est._call_model_fn(receiver.features, getattr(receiver, "labels", None), mode, est.config,
-                                  export=True)
+        spec = est._call_model_fn(
+            receiver.features, getattr(receiver, "labels", None), mode, est.config, export=True
+        )
         outputs = model_utils.export_outputs_for_mode(
-            mode=spec.mode, serving_export_outputs=spec.export_outputs, predictions=spec.predictions,
-            loss=spec.loss, metrics=spec.eval_metric_ops)
+            mode=spec.mode,
+            serving_export_outputs=spec.export_outputs,
+            predictions=spec.predictions,
+            loss=spec.loss,
+            metrics=spec.eval_metric_ops,
+        )
         signatures = model_utils.build_all_signature_defs(
-            receiver.receiver_tensors, outputs, getattr(receiver, "receiver_tensors_alternatives", None),
-            serving_only=(mode == ModeKeys.PREDICT))
+            receiver.receiver_tensors,
+            outputs,
+            getattr(receiver, "receiver_tensors_alternatives", None),
+            serving_only=(mode == ModeKeys.PREDICT),
+        )
         with tf.compat.v1.Session(config=est._session_config) as session:
             local_init_op = spec.scaffold.local_init_op
             if local_init_op is None:
@@ -62,9 +76,14 @@ def add_meta_graph_for_mode(est: Any, builder: Any, receiver_fn: Callable[[], An
             saver = spec.scaffold.saver or tf.compat.v1.train.Saver(sharded=True)
             _restore(session, saver, checkpoint_path, mode)
             builder._add_train_op(spec.train_op)
-            kwargs = dict(tags=model_utils.EXPORT_TAG_MAP[mode], signature_def_map=signatures,
-                          assets_collection=tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
-                          main_op=local_init_op, saver=saver, strip_default_attrs=True)
+            kwargs = dict(
+                tags=model_utils.EXPORT_TAG_MAP[mode],
+                signature_def_map=signatures,
+                assets_collection=tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
+                main_op=local_init_op,
+                saver=saver,
+                strip_default_attrs=True,
+            )
             if save_variables:
                 builder.add_meta_graph_and_variables(session, **kwargs)
             else:
@@ -78,8 +97,14 @@ def _copy_assets_extra(export_dir: str, assets_extra: dict[str, str] | None) -> 
         tf.io.gfile.copy(os.fsdecode(source), target, overwrite=True)
 
 
-def export_all(est: Any, export_dir_base: str, receiver_fn_map: dict[str, Callable[[], Any]],
-               assets_extra: dict[str, str] | None, as_text: bool, checkpoint_path: str | None) -> bytes:
+def export_all(
+    est: Any,
+    export_dir_base: str,
+    receiver_fn_map: dict[str, Callable[[], Any]],
+    assets_extra: dict[str, str] | None,
+    as_text: bool,
+    checkpoint_path: str | None,
+) -> bytes:
     """Export every mode of ``receiver_fn_map`` into one SavedModel; return its path.
 
     The variables are saved with the first mode in TRAIN, EVAL, PREDICT order, as TF.
@@ -91,7 +116,9 @@ def export_all(est: Any, export_dir_base: str, receiver_fn_map: dict[str, Callab
     checkpoint_path = checkpoint_path or est.latest_checkpoint()
     if not checkpoint_path:
         if est._warm_start_settings is None:
-            raise ValueError(f"export: no checkpoint in {est.model_dir}; train first or pass checkpoint_path.")
+            raise ValueError(
+                f"export: no checkpoint in {est.model_dir}; train first or pass checkpoint_path."
+            )
         checkpoint_path = est._warm_start_settings.ckpt_to_initialize_from
         if tf.io.gfile.isdir(checkpoint_path):
             checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)

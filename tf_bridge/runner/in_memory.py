@@ -38,8 +38,15 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
       TypeError: estimator is not a tf_bridge Estimator.
     """
 
-    def __init__(self, estimator: Any, input_fn: Any, steps: int | None = None, hooks: Any = None,
-                 name: str | None = None, every_n_iter: int = 100) -> None:
+    def __init__(
+        self,
+        estimator: Any,
+        input_fn: Any,
+        steps: int | None = None,
+        hooks: Any = None,
+        name: str | None = None,
+        every_n_iter: int = 100,
+    ) -> None:
         from tf_bridge.hooks import StopAfterNEvalsHook
         from tf_bridge.runner.estimator import Estimator, check_hooks
 
@@ -49,8 +56,12 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             raise ValueError(f"every_n_iter must be > 0, got {every_n_iter}.")
         summary_steps = estimator.config.save_summary_steps
         if summary_steps and every_n_iter % summary_steps != 0:
-            _log.warning("every_n_iter=%d is not a multiple of save_summary_steps=%d: evaluation and training "
-                         "summaries will fall on different steps.", every_n_iter, summary_steps)
+            _log.warning(
+                "every_n_iter=%d is not a multiple of save_summary_steps=%d: evaluation and training "
+                "summaries will fall on different steps.",
+                every_n_iter,
+                summary_steps,
+            )
         self._estimator = estimator
         self._input_fn = input_fn
         self._hooks = check_hooks(hooks)
@@ -73,11 +84,15 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             if scaffold.init_fn is not None:
                 raise ValueError("InMemoryEvaluatorHook cannot use a scaffold with its own init_fn.")
             self._eval_vars = {v.name: v for v in tf.compat.v1.global_variables()}
-            self._placeholders = {n: tf.compat.v1.placeholder(v.dtype.base_dtype) for n, v in self._eval_vars.items()}
+            self._placeholders = {
+                n: tf.compat.v1.placeholder(v.dtype.base_dtype) for n, v in self._eval_vars.items()
+            }
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS):
-            raise ValueError("InMemoryEvaluatorHook copies global variables only; the graph has other saveables.")
+            raise ValueError(
+                "InMemoryEvaluatorHook copies global variables only; the graph has other saveables."
+            )
         train_vars = {v.name: v for v in tf.compat.v1.global_variables()}
         shared = sorted(set(train_vars) & set(self._eval_vars))
         self._train_vars = {n: train_vars[n] for n in shared}

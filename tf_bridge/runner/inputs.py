@@ -88,8 +88,15 @@ def call_input_fn(input_fn: Callable[..., Any], mode: str, params: Any, config: 
         return input_fn(**kwargs)
 
 
-def call_model_fn(model_fn: Callable[..., Any], features: Any, labels: Any, mode: str, params: Any,
-                  config: Any, spec_types: tuple[type, ...]) -> Any:
+def call_model_fn(
+    model_fn: Callable[..., Any],
+    features: Any,
+    labels: Any,
+    mode: str,
+    params: Any,
+    config: Any,
+    spec_types: tuple[type, ...],
+) -> Any:
     """Call model_fn as tf.estimator does and check what it returns.
 
     Raises:

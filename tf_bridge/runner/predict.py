@@ -26,7 +26,9 @@ def select_keys(predictions: Any, predict_keys: Any) -> Any:
         raise ValueError("predict_keys can only select from dict predictions; model_fn returned a tensor.")
     selected = {k: v for k, v in predictions.items() if k in predict_keys}
     if not selected:
-        raise ValueError(f"none of predict_keys {list(predict_keys)} is a prediction key {sorted(predictions)}.")
+        raise ValueError(
+            f"none of predict_keys {list(predict_keys)} is a prediction key {sorted(predictions)}."
+        )
     return selected
 
 
@@ -57,8 +59,14 @@ def _unbatch(evaluated: Any, is_dict: bool, single: bool) -> Iterator[Any]:
             yield {key: value[i] for key, value in evaluated.items()}
 
 
-def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: list[Any], checkpoint_path: str | None,
-                yield_single_examples: bool) -> Iterator[Any]:
+def run_predict(
+    est: Any,
+    input_fn: Any,
+    predict_keys: Any,
+    hooks: list[Any],
+    checkpoint_path: str | None,
+    yield_single_examples: bool,
+) -> Iterator[Any]:
     """Yield predictions batch by batch (or example by example) until the input ends."""
     with tf.Graph().as_default() as graph:
         tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
@@ -66,15 +74,20 @@ def run_predict(est: Any, input_fn: Any, predict_keys: Any, hooks: list[Any], ch
         result = call_input_fn(input_fn, ModeKeys.PREDICT, est._input_fn_params(ModeKeys.PREDICT), est.config)
         features, _, input_hooks = parse_input_fn_result(result)
         if not est._skip_predict_input_check and not has_dataset_or_queue(features):
-            _log.warning("The input uses no tf.data.Dataset nor queue runner: predict will not end by itself.")
+            _log.warning(
+                "The input uses no tf.data.Dataset nor queue runner: predict will not end by itself."
+            )
         spec = est._call_model_fn(features, None, ModeKeys.PREDICT, est.config)
         if not checkpoint_path and est._warm_start_settings is not None:
             tf.compat.v1.train.warm_start(*est._warm_start_settings)
         predictions = select_keys(spec.predictions, predict_keys)
         all_hooks = list(input_hooks) + list(hooks) + list(spec.prediction_hooks)
         creator = tf.compat.v1.train.ChiefSessionCreator(
-            checkpoint_filename_with_path=checkpoint_path, master=est.config.session_target(),
-            scaffold=spec.scaffold, config=est._session_config)
+            checkpoint_filename_with_path=checkpoint_path,
+            master=est.config.session_target(),
+            scaffold=spec.scaffold,
+            config=est._session_config,
+        )
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
             while not session.should_stop():
                 evaluated = session.run(predictions)

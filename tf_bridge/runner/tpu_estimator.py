@@ -70,35 +70,62 @@ class TPUEstimator(Estimator):
     _spec_types = (TPUEstimatorSpec, EstimatorSpec)
     _skip_predict_input_check = True
 
-    def __init__(self, model_fn: Callable[..., Any] | None = None, model_dir: Any = None, config: Any = None,
-                 params: dict[str, Any] | None = None, use_tpu: bool = True, train_batch_size: int | None = None,
-                 eval_batch_size: int | None = None, predict_batch_size: int | None = None, batch_axis: Any = None,
-                 eval_on_tpu: bool = True, export_to_tpu: bool = True, export_to_cpu: bool = True,
-                 warm_start_from: Any = None, embedding_config_spec: Any = None,
-                 export_saved_model_api_version: Any = 1) -> None:
+    def __init__(
+        self,
+        model_fn: Callable[..., Any] | None = None,
+        model_dir: Any = None,
+        config: Any = None,
+        params: dict[str, Any] | None = None,
+        use_tpu: bool = True,
+        train_batch_size: int | None = None,
+        eval_batch_size: int | None = None,
+        predict_batch_size: int | None = None,
+        batch_axis: Any = None,
+        eval_on_tpu: bool = True,
+        export_to_tpu: bool = True,
+        export_to_cpu: bool = True,
+        warm_start_from: Any = None,
+        embedding_config_spec: Any = None,
+        export_saved_model_api_version: Any = 1,
+    ) -> None:
         if config is None or not isinstance(config, RunConfig):
             raise ValueError("TPUEstimator needs config, a tf_bridge.RunConfig (with its tpu_config).")
         if params is not None and any(k in params for k in RESERVED_PARAMS_KEYS):
             raise ValueError(f"params may not hold the keys {RESERVED_PARAMS_KEYS}: TPUEstimator sets them.")
         if use_tpu:
-            _log.warning("TPUEstimator(use_tpu=True): tf_bridge has no TPU; running the CPU path (use_tpu=False).")
+            _log.warning(
+                "TPUEstimator(use_tpu=True): tf_bridge has no TPU; running the CPU path (use_tpu=False)."
+            )
             if train_batch_size is None:
                 raise ValueError("TPUEstimator(use_tpu=True) needs train_batch_size.")
             check_positive_integer(train_batch_size, "train_batch_size")
-            for name, value in (("eval_batch_size", eval_batch_size), ("predict_batch_size", predict_batch_size)):
+            for name, value in (
+                ("eval_batch_size", eval_batch_size),
+                ("predict_batch_size", predict_batch_size),
+            ):
                 if value is not None:
                     check_positive_integer(value, name)
         if not export_to_cpu:
-            raise ValueError("export_to_cpu=False leaves nothing to export: tf_bridge writes no TPU metagraph.")
+            raise ValueError(
+                "export_to_cpu=False leaves nothing to export: tf_bridge writes no TPU metagraph."
+            )
         if embedding_config_spec is not None:
             raise NotImplementedError("TPU embeddings (embedding_config_spec) need a TPU.")
         ipl = config.tpu_config.iterations_per_loop
         log_steps = config.log_step_count_steps
         self._log_every_n_steps = None if log_steps is None else int(math.ceil(log_steps / ipl))
-        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
-                             ModeKeys.PREDICT: predict_batch_size}
-        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config.replace(log_step_count_steps=None),
-                         params=params, warm_start_from=warm_start_from)
+        self._batch_sizes = {
+            ModeKeys.TRAIN: train_batch_size,
+            ModeKeys.EVAL: eval_batch_size,
+            ModeKeys.PREDICT: predict_batch_size,
+        }
+        super().__init__(
+            model_fn=model_fn,
+            model_dir=model_dir,
+            config=config.replace(log_step_count_steps=None),
+            params=params,
+            warm_start_from=warm_start_from,
+        )
 
     def _create_global_step(self, graph: Any) -> Any:
         """A resource int64 ``global_step`` (TPUEstimator's own creation).
@@ -110,9 +137,14 @@ class TPUEstimator(Estimator):
             raise ValueError("the graph already has a global_step.")
         with graph.as_default(), graph.name_scope(None):
             return tf.compat.v1.get_variable(
-                tf.compat.v1.GraphKeys.GLOBAL_STEP, shape=[], dtype=tf.int64,
-                initializer=tf.compat.v1.zeros_initializer(), trainable=False, use_resource=True,
-                collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.GLOBAL_STEP])
+                tf.compat.v1.GraphKeys.GLOBAL_STEP,
+                shape=[],
+                dtype=tf.int64,
+                initializer=tf.compat.v1.zeros_initializer(),
+                trainable=False,
+                use_resource=True,
+                collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.GLOBAL_STEP],
+            )
 
     def _input_fn_params(self, mode: str) -> dict[str, Any]:
         params = self.params
@@ -122,35 +154,64 @@ class TPUEstimator(Estimator):
 
     def _check_input_fn(self, input_fn: Callable[..., Any]) -> None:
         if "params" not in fn_args(input_fn):
-            raise ValueError("input_fn must take params: TPUEstimator passes the batch size as params['batch_size'].")
+            raise ValueError(
+                "input_fn must take params: TPUEstimator passes the batch size as params['batch_size']."
+            )
 
-    def train(self, input_fn: Callable[..., Any], hooks: Any = None, steps: int | None = None,
-              max_steps: int | None = None, saving_listeners: Any = None) -> TPUEstimator:
+    def train(
+        self,
+        input_fn: Callable[..., Any],
+        hooks: Any = None,
+        steps: int | None = None,
+        max_steps: int | None = None,
+        saving_listeners: Any = None,
+    ) -> TPUEstimator:
         """As ``Estimator.train``; input_fn must take ``params``.
 
         Raises:
           ValueError: input_fn takes no params; as Estimator.train.
         """
         self._check_input_fn(input_fn)
-        super().train(input_fn, hooks=hooks, steps=steps, max_steps=max_steps, saving_listeners=saving_listeners)
+        super().train(
+            input_fn, hooks=hooks, steps=steps, max_steps=max_steps, saving_listeners=saving_listeners
+        )
         return self
 
-    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None, hooks: Any = None,
-                 checkpoint_path: str | None = None, name: str | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        input_fn: Callable[..., Any],
+        steps: int | None = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
         """As ``Estimator.evaluate``; input_fn must take ``params``.
 
         Raises:
           ValueError: input_fn takes no params; as Estimator.evaluate.
         """
         self._check_input_fn(input_fn)
-        return super().evaluate(input_fn, steps=steps, hooks=hooks, checkpoint_path=checkpoint_path, name=name)
+        return super().evaluate(
+            input_fn, steps=steps, hooks=hooks, checkpoint_path=checkpoint_path, name=name
+        )
 
-    def predict(self, input_fn: Callable[..., Any], predict_keys: Any = None, hooks: Any = None,
-                checkpoint_path: str | None = None, yield_single_examples: bool = True) -> Any:
+    def predict(
+        self,
+        input_fn: Callable[..., Any],
+        predict_keys: Any = None,
+        hooks: Any = None,
+        checkpoint_path: str | None = None,
+        yield_single_examples: bool = True,
+    ) -> Any:
         """As ``Estimator.predict``; input_fn must take ``params`` (checked at the first next)."""
         self._check_input_fn(input_fn)
-        yield from super().predict(input_fn, predict_keys=predict_keys, hooks=hooks,
-                                   checkpoint_path=checkpoint_path, yield_single_examples=yield_single_examples)
+        yield from super().predict(
+            input_fn,
+            predict_keys=predict_keys,
+            hooks=hooks,
+            checkpoint_path=checkpoint_path,
+            yield_single_examples=yield_single_examples,
+        )
 
     def _call_model_fn(self, features: Any, labels: Any, mode: str, config: Any, export: bool = False) -> Any:
         """model_fn with TPUEstimator's params, its TPUEstimatorSpec as_estimator_spec(),
@@ -160,7 +221,9 @@ class TPUEstimator(Estimator):
           ValueError: model_fn takes no params, or returns neither spec type.
         """
         if "params" not in fn_args(self._model_fn):
-            raise ValueError("model_fn must take params: TPUEstimator passes the batch size as params['batch_size'].")
+            raise ValueError(
+                "model_fn must take params: TPUEstimator passes the batch size as params['batch_size']."
+            )
         params = copy.deepcopy(self._params)
         batch_size = None if export else self._batch_sizes[mode]
         if batch_size is not None:
@@ -171,7 +234,10 @@ class TPUEstimator(Estimator):
             spec = spec.as_estimator_spec()
         if mode == ModeKeys.TRAIN and self._log_every_n_steps is not None:
             summaries = self._config.save_summary_steps
-            hook = ExamplesPerSecondHook(self._batch_sizes[ModeKeys.TRAIN] or 0, every_n_steps=self._log_every_n_steps,
-                                         output_dir=self.model_dir if summaries else None)
+            hook = ExamplesPerSecondHook(
+                self._batch_sizes[ModeKeys.TRAIN] or 0,
+                every_n_steps=self._log_every_n_steps,
+                output_dir=self.model_dir if summaries else None,
+            )
             spec = spec._replace(training_hooks=spec.training_hooks + (hook,))
         return spec

@@ -57,13 +57,18 @@ def _default_saver(config: Any) -> Any:
     )
 
 
-def _worker_hooks(est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any) -> list[Any]:
+def _worker_hooks(
+    est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any
+) -> list[Any]:
     """input hooks, the caller's hooks, NaN check, loss logging, then the spec's hooks."""
     worker = list(input_hooks) + list(hooks)
     worker.append(tf.compat.v1.train.NanTensorHook(spec.loss))
     if est.config.log_step_count_steps is not None:
-        worker.append(tf.compat.v1.train.LoggingTensorHook(
-            {"loss": spec.loss, "step": global_step}, every_n_iter=est.config.log_step_count_steps))
+        worker.append(
+            tf.compat.v1.train.LoggingTensorHook(
+                {"loss": spec.loss, "step": global_step}, every_n_iter=est.config.log_step_count_steps
+            )
+        )
     worker.extend(spec.training_hooks)
     return worker
 
@@ -75,13 +80,22 @@ def _chief_hooks(est: Any, spec: Any, worker: list[Any], saving_listeners: list[
       ValueError: saving_listeners without checkpoint saving configured.
     """
     config = est.config
-    saver_hooks = [h for h in worker + list(spec.training_chief_hooks)
-                   if isinstance(h, tf.compat.v1.train.CheckpointSaverHook)]
+    saver_hooks = [
+        h
+        for h in worker + list(spec.training_chief_hooks)
+        if isinstance(h, tf.compat.v1.train.CheckpointSaverHook)
+    ]
     chief: list[Any] = []
     if (config.save_checkpoints_secs or config.save_checkpoints_steps) and not saver_hooks:
-        chief.append(tf.compat.v1.train.CheckpointSaverHook(
-            est.model_dir, save_secs=config.save_checkpoints_secs, save_steps=config.save_checkpoints_steps,
-            scaffold=spec.scaffold, save_graph_def=config.checkpoint_save_graph_def))
+        chief.append(
+            tf.compat.v1.train.CheckpointSaverHook(
+                est.model_dir,
+                save_secs=config.save_checkpoints_secs,
+                save_steps=config.save_checkpoints_steps,
+                scaffold=spec.scaffold,
+                save_graph_def=config.checkpoint_save_graph_def,
+            )
+        )
         saver_hooks = chief[:]
     if saving_listeners:
         if not saver_hooks:
@@ -115,8 +129,15 @@ def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[A
     return step_fn
 
 
-def train_with_spec(est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any,
-                    saving_listeners: list[Any], plan: TrainPlan) -> Any:
+def train_with_spec(
+    est: Any,
+    spec: Any,
+    input_hooks: list[Any],
+    hooks: list[Any],
+    global_step: Any,
+    saving_listeners: list[Any],
+    plan: TrainPlan,
+) -> Any:
     """Run the training loop for a built graph; return the last loss seen by the hooks."""
     config = est.config
     if est._warm_start_settings is not None and not tf.train.latest_checkpoint(est.model_dir):
@@ -132,10 +153,17 @@ def train_with_spec(est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any
     per_step = _per_step_fetches(worker)
     loss, steps = None, 0
     with tf.compat.v1.train.MonitoredTrainingSession(
-        master=config.session_target(), is_chief=True, checkpoint_dir=est.model_dir, scaffold=spec.scaffold,
-        hooks=worker, chief_only_hooks=chief, save_checkpoint_secs=0,
-        save_summaries_steps=config.save_summary_steps, config=est._session_config,
-        max_wait_secs=config.session_creation_timeout_secs, log_step_count_steps=config.log_step_count_steps,
+        master=config.session_target(),
+        is_chief=True,
+        checkpoint_dir=est.model_dir,
+        scaffold=spec.scaffold,
+        hooks=worker,
+        chief_only_hooks=chief,
+        save_checkpoint_secs=0,
+        save_summaries_steps=config.save_summary_steps,
+        config=est._session_config,
+        max_wait_secs=config.session_creation_timeout_secs,
+        log_step_count_steps=config.log_step_count_steps,
         save_graph_def=config.checkpoint_save_graph_def,
     ) as session:
         step_fn = _loop_step_fn(spec, global_step, plan, per_step) if plan.iterations_per_loop > 1 else None
@@ -150,7 +178,9 @@ def train_with_spec(est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any
     return loss
 
 
-def train_model(est: Any, input_fn: Any, hooks: list[Any], saving_listeners: list[Any], plan: TrainPlan) -> Any:
+def train_model(
+    est: Any, input_fn: Any, hooks: list[Any], saving_listeners: list[Any], plan: TrainPlan
+) -> Any:
     """Build the TRAIN graph in a fresh ``tf.Graph`` and train; return the last loss."""
     with tf.Graph().as_default() as graph:
         tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
