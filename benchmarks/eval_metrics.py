@@ -33,7 +33,6 @@ The ratio is a method's throughput over ``baseline``'s (1.0 = no overhead). Both
 metric values are printed and must agree (same counts, same formulas).
 """
 
-
 from __future__ import annotations
 
 import argparse

@@ -27,7 +27,6 @@ without tracing, compiling, restoring or the final save. ``call`` is the whole c
 Ratios are on median / off median. On CPU this is framework overhead, not device speed.
 """
 
-
 from __future__ import annotations
 
 import argparse

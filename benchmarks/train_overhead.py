@@ -23,7 +23,6 @@ of the two must agree (same math, same data order). On CPU (virtual devices) the
 show framework overhead, not accelerator speed.
 """
 
-
 from __future__ import annotations
 
 import argparse
