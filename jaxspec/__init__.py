@@ -6,6 +6,7 @@
 from jaxspec import export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.cross_shard import CrossShardOptimizer
+from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from jaxspec.hooks import (
@@ -21,7 +22,6 @@ from jaxspec.hooks import (
     StopAtStepHook,
     SummarySaverHook,
 )
-from jaxspec.loop.train import NanLossDuringTrainingError
 from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.npu_config import NPURunConfig

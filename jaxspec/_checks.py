@@ -5,10 +5,7 @@ No TensorFlow import; ``jax`` is imported lazily where it is needed.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import numbers
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -87,27 +84,3 @@ def check_nonnegative_int(value: Any, name: str) -> int:
     if value < 0:
         raise ValueError(f"{name} must not be negative, got {value}.")
     return int(value)
-
-
-def fn_arg_names(fn: Callable[..., Any]) -> tuple[str, ...]:
-    """Names of ``fn``'s named parameters (positional and keyword-only), in order.
-
-    ``self`` of a bound method, ``*args`` and ``**kwargs`` are left out, and so are the
-    arguments a ``functools.partial`` already binds, which is how tf.estimator counts a
-    function's arguments.
-    """
-    if isinstance(fn, functools.partial):
-        bound = set(fn.keywords or {})
-        names = fn_arg_names(fn.func)[len(fn.args) :]
-        return tuple(n for n in names if n not in bound)
-    params = inspect.signature(fn).parameters.values()
-    return tuple(
-        p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    )
-
-
-def takes_varargs(fn: Callable[..., Any]) -> bool:
-    """True when ``fn`` (or the function a partial wraps) declares ``*args``."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())

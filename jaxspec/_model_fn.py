@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from jaxspec._checks import fn_arg_names, type_name
+from jaxspec._checks import type_name
+from jaxspec._fn_args import call_with_declared, fn_arg_names
 
 _log = logging.getLogger("jaxspec")
 
@@ -116,7 +117,7 @@ class ModelFnCaller:
             rng=rng,
             global_step=global_step,
         )
-        spec = self.user_model_fn(**{n: available[n] for n in self._names if n in available})
+        spec = call_with_declared(self.user_model_fn, available, self._names)
         return self._check_spec(spec, mode, params)
 
 

@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from jaxspec._checks import check_positive_int, fn_arg_names, is_int, type_name
+from jaxspec._checks import check_positive_int, is_int, type_name
+from jaxspec._fn_args import fn_arg_names
 
 _USE_DEFAULT: Any = object()
 _log = logging.getLogger("jaxspec")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import tempfile
@@ -11,11 +12,18 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec._fn_args import check_declared_args
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
+from jaxspec._trees import named_leaves
 from jaxspec.cluster import maybe_initialize
-from jaxspec.config import InputPipelineConfig, RunConfig
-from jaxspec.engine.fn_args import check_declared_args
-from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore, named_leaves
+from jaxspec.config import RunConfig
+from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore
+from jaxspec.loop.evaluate import run_evaluate
+from jaxspec.loop.export import ExportSource, export_source
+from jaxspec.loop.plan import RunPlan
+from jaxspec.loop.predict import run_predict
+from jaxspec.loop.train import run_train
+from jaxspec.loop.warm_start import as_settings
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -99,8 +107,6 @@ class Estimator:
             raise ValueError(f"config must be a jaxspec.RunConfig, got {type(config).__name__}.")
         if model_fn is None:
             raise ValueError("model_fn is required.")
-        from jaxspec.loop.warm_start import as_settings
-
         self._warm_start_settings = as_settings(warm_start_from)
         verify_model_fn_args(model_fn, params)
         config = resolve_model_dir(config, model_dir)
@@ -112,6 +118,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._init_fn = init_fn
         self._store: CheckpointStore | None = None
+        self._compile_cache: dict[str, Any] = {}  # compiled loops and the state tree, kept across calls
 
     #: Whether model_fn must declare ``params`` (TPUEstimator's rule, checked per call).
     _model_fn_needs_params = False
@@ -172,9 +179,7 @@ class Estimator:
           SystemExit: (status 0) after a SIGTERM in the main thread: the running loop
             finishes, the final checkpoint is written, then the process exits cleanly.
         """
-        from jaxspec.loop.train import run_train
-
-        run_train(self, input_fn, hooks, steps, max_steps, saving_listeners)
+        run_train(self._run_plan(ModeKeys.TRAIN), input_fn, hooks, steps, max_steps, saving_listeners)
         return self
 
     def evaluate(
@@ -196,9 +201,7 @@ class Estimator:
         Raises:
           ValueError: steps <= 0, or input_fn gives no data.
         """
-        from jaxspec.loop.evaluate import run_evaluate
-
-        return run_evaluate(self, input_fn, steps, hooks, checkpoint_path, name)
+        return run_evaluate(self._run_plan(ModeKeys.EVAL), input_fn, steps, hooks, checkpoint_path, name)
 
     def predict(
         self,
@@ -217,9 +220,9 @@ class Estimator:
         Raises:
           ValueError: a predict_key is not among the predictions.
         """
-        from jaxspec.loop.predict import run_predict
-
-        return run_predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+        # A generator function: the plan (and its batch-size checks) waits for next(), as TF.
+        plan = self._run_plan(ModeKeys.PREDICT)
+        yield from run_predict(plan, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
 
     def export_saved_model(
         self,
@@ -294,11 +297,15 @@ class Estimator:
           ValueError: no mode of the map has a receiver fn, or no checkpoint (as TF).
           tf_bridge.ExportCompatibilityError: see ``export_saved_model``.
         """
+        # tf_bridge imports TensorFlow: imported here so that `import jaxspec` does not.
         from tf_bridge.estimator_export import export_estimator_modes
 
-        return export_estimator_modes(
-            self, export_dir_base, input_receiver_fn_map, assets_extra, as_text, checkpoint_path
-        )
+        plan = self._run_plan(ModeKeys.PREDICT, for_export=True)
+
+        def prepare(modes: list[str], examples: dict[str, tuple[Any, Any]]) -> ExportSource | None:
+            return export_source(dataclasses.replace(plan, mode=modes[0]), modes, examples, checkpoint_path)
+
+        return export_estimator_modes(prepare, export_dir_base, input_receiver_fn_map, assets_extra, as_text)
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
@@ -321,7 +328,7 @@ class Estimator:
         step = store.latest_step()
         if step is None:
             raise ValueError(f"no checkpoint in {self.model_dir}.")
-        return store._manager.item_metadata(step)
+        return store.metadata(step)
 
     def get_variable_value(self, name: str) -> Any:
         """The value (numpy) of state leaf ``name`` (or ``global_step``) in the latest
@@ -347,23 +354,18 @@ class Estimator:
             )
         return self._store
 
-    def _mesh(self) -> Any:
-        return None
-
-    def _iterations_per_loop(self) -> int:
-        return 1
-
-    def _global_batch_size(self, mode: str) -> int | None:
-        return None
-
-    def _input_pipeline(self) -> InputPipelineConfig:
-        return InputPipelineConfig.PER_HOST_V1
-
-    def _input_params(self, mode: str) -> dict[str, Any]:
-        return self.params
-
-    def _model_params(self, mode: str) -> dict[str, Any]:
-        return self.params
-
-    def _export_params(self) -> dict[str, Any]:
-        return self._model_params(ModeKeys.PREDICT)
+    def _run_plan(self, mode: str, for_export: bool = False) -> RunPlan:
+        """The RunPlan of one ``mode`` call (``for_export``: of an export's restore, off
+        the mesh). The one place an Estimator describes how its calls run; subclasses
+        override it. Estimator: one device, one step per loop, ``params`` as given."""
+        return RunPlan(
+            mode=mode,
+            model_fn=self._model_fn,
+            init_fn=self._init_fn,
+            config=self._config,
+            store=self._checkpoint_store(),
+            input_params=self._params,
+            model_params=self._params,
+            warm_start=self._warm_start_settings,
+            compile_cache=self._compile_cache,
+        )

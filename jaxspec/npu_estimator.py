@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from jaxspec._model_fn import npu_spec_check
 from jaxspec.estimator import Estimator
+from jaxspec.loop.plan import RunPlan
 from jaxspec.npu_config import NPURunConfig
 
 
@@ -55,5 +57,10 @@ class NPUEstimator(Estimator):
         """The adapter's rule (``npu_spec_check``)."""
         return npu_spec_check(spec, mode)
 
-    def _iterations_per_loop(self) -> int:
-        return self._config.iterations_per_loop
+    def _run_plan(self, mode: str, for_export: bool = False) -> RunPlan:
+        """NPUEstimator's plan: one device, ``NPURunConfig.iterations_per_loop`` steps per
+        compiled loop (exports: one step, as any export)."""
+        plan = super()._run_plan(mode, for_export)
+        if for_export:
+            return plan
+        return dataclasses.replace(plan, iterations_per_loop=self._config.iterations_per_loop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -11,9 +12,10 @@ from jax.sharding import Mesh
 from jaxspec._checks import check_positive_int
 from jaxspec._model_fn import tpu_spec_check
 from jaxspec.cluster import maybe_initialize
-from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count
+from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count, loop_duration_secs
 from jaxspec.engine.mesh import make_replica_mesh
 from jaxspec.estimator import Estimator
+from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
 
 BATCH_SIZE_KEY = "batch_size"
@@ -168,9 +170,6 @@ class TPUEstimator(Estimator):
             self._mesh_cache = make_replica_mesh(self._config.tpu_config.num_shards)
         return self._mesh_cache
 
-    def _iterations_per_loop(self) -> int:
-        return iterations_per_loop_count(self._config.tpu_config)
-
     def _global_batch_size(self, mode: str) -> int | None:
         size = self._batch_sizes[mode]
         if size is None and self._use_tpu and mode != ModeKeys.TRAIN:
@@ -216,3 +215,24 @@ class TPUEstimator(Estimator):
         params = self._with_batch(self._batch_sizes[ModeKeys.PREDICT])
         params[USE_TPU_KEY] = False
         return params
+
+    def _run_plan(self, mode: str, for_export: bool = False) -> RunPlan:
+        """TPUEstimator's plan: on the mesh (``use_tpu``) with ``iterations_per_loop``
+        steps per loop, the input pipeline's batch sizes and host_call's cadence; exports
+        run off the mesh with ``params['use_tpu'] = False`` (the CPU graph)."""
+        plan = super()._run_plan(mode, for_export)
+        if for_export:
+            params = self._export_params()
+            return dataclasses.replace(plan, input_params=params, model_params=params)
+        tpu_config = self._config.tpu_config
+        return dataclasses.replace(
+            plan,
+            mesh=self._mesh(),
+            iterations_per_loop=iterations_per_loop_count(tpu_config),
+            loop_duration_secs=loop_duration_secs(tpu_config),
+            input_pipeline=self._input_pipeline(),
+            global_batch_size=self._global_batch_size(mode),
+            input_params=self._input_params(mode),
+            model_params=self._model_params(mode),
+            host_call_every_n_steps=tpu_config.experimental_host_call_every_n_steps,
+        )

@@ -13,7 +13,7 @@ import pytest
 from flax.training import train_state
 
 import jaxspec
-from jaxspec.loop.checkpoints import named_leaves
+from jaxspec._trees import named_leaves
 from tests.helpers import digits, fast_config, init_fn
 
 

@@ -13,7 +13,7 @@ from tests.helpers import batches_input_fn, digits, fast_config, init_fn, make_m
 def _final_params(est):
     store = est._checkpoint_store()
     meta = store._manager.item_metadata(store.latest_step())
-    from jaxspec.loop.checkpoints import named_leaves
+    from jaxspec._trees import named_leaves
 
     restored = store._manager.restore(store.latest_step())
     return dict(named_leaves(restored)), [n for n, _ in named_leaves(meta)]

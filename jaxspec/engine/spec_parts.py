@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxspec.metrics.base import as_metric_state
+from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.estimator_spec import EstimatorSpec
 from jaxspec.spec.hooks import SessionRunHook

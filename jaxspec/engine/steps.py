@@ -18,11 +18,12 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from jaxspec.engine.fn_args import call_with_declared
+from jaxspec._fn_args import call_with_declared
 from jaxspec.engine.mesh import REPLICA_AXIS, replica_index
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.metrics import mean
-from jaxspec.metrics.base import as_metric_state, padding_mask_scope
+from jaxspec.metrics.adapters import as_metric_state
+from jaxspec.metrics.base import padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.loop.summaries import write_scalars
 from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
@@ -172,8 +173,6 @@ class NanTensorHook(SessionRunHook):
     def after_run(self, run_context: Any, run_values: Any) -> None:
         """Fail or stop on NaN."""
         if np.isnan(run_values.results).any():
-            from jaxspec.loop.train import NanLossDuringTrainingError
-
             if self._fail:
                 raise NanLossDuringTrainingError()
             _log.warning("NaN loss; stopping training.")

@@ -10,6 +10,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxspec._trees import named_leaves
+
 CHECKPOINT_SUBDIR = "checkpoints"
 EMPTY_STATE_KEY = "__empty_state__"  # what a checkpoint of a state with no leaves holds
 
@@ -112,6 +114,10 @@ class CheckpointStore:
         restored = restore_on_host(self.path(step))
         return {name: np.asarray(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
 
+    def metadata(self, step: int) -> Any:
+        """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""
+        return self._manager.item_metadata(step)
+
     def wait(self) -> None:
         """Block until pending saves are complete."""
         self._manager.wait_until_finished()
@@ -152,22 +158,6 @@ def restore_on_host(path: str) -> Any:
         is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
     )
     return checkpointer.restore(item, abstract)
-
-
-def _key_name(entry: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
-
-
-def named_leaves(tree: Any) -> list[tuple[str, Any]]:
-    """``(name, leaf)`` pairs of a state pytree; names join the key path with ``/``
-    (``params/Dense_0/kernel``), the way TF names variables."""
-    return [
-        ("/".join(_key_name(k) for k in path), leaf)
-        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-    ]
 
 
 def _check_against_metadata(metadata: Any, target: Any) -> None:

@@ -9,11 +9,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
 from jaxspec.loop import summaries
-from jaxspec.loop.hook_runner import HookRunner, last_step_values
+from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
@@ -38,8 +40,7 @@ def _summary_scalars(results: dict[str, Any]) -> dict[str, Any]:
     """Flatten results into scalar summaries: a nested value's leaves as ``name/key``,
     the elements of an array of up to 64 numbers as ``name/i`` (flat index)."""
     flat: dict[str, Any] = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(results)[0]:
-        tag = "/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+    for tag, leaf in named_leaves(results):
         arr = np.asarray(leaf)
         if arr.size == 1:
             flat[tag] = arr.reshape(())
@@ -54,23 +55,20 @@ def eval_dir(model_dir: str, name: str | None) -> str:
 
 
 def run_evaluate(
-    est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+    plan: RunPlan, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
 ) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
     if steps is not None and steps <= 0:
         raise ValueError(f"evaluate: steps must be > 0 or None, got {steps}.")
-    phase = Phase(est, "eval")
+    phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         raise ValueError("evaluate: input_fn gave no data.")
-    session = phase.session
-    if session.restored_step is None:
-        _log.info("No checkpoint in %s; evaluating the initial state.", est.model_dir)
-    runner = HookRunner(list(hooks or ()), session.parts.all_hooks, len(session.parts.chief_hooks))
-    runner.begin()
-    session.create_state()
-    runner.after_create_session(session.state, session.global_step)
+    call = phase.call
+    if call.restored_step is None:
+        _log.info("No checkpoint in %s; evaluating the initial state.", plan.model_dir)
+    runner = phase.begin(hooks)
     totals: dict[str, Any] | None = None
     done = 0
     while steps is None or done < steps:
@@ -80,25 +78,23 @@ def run_evaluate(
             break
         args, _, n = group
         runner.before_run()
-        states, host, hook_values = session.run(*args)
+        states, host, hook_values = call.run(*args)
         totals = states if totals is None else _merge(totals, states)
-        phase.call_host_fns(host, n)
+        phase.host_calls(host, n)
         done += n
-        if est.config.log_step_count_steps:
+        if plan.config.log_step_count_steps:
             _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
         loss = float(np.asarray(to_host(states["loss"]).compute()))
-        if runner.after_run(
-            {"loss": loss}, session.state, session.global_step, last_step_values(hook_values)
-        ):
+        if runner.after_run({"loss": loss}, call.state, call.global_step, last_step_values(hook_values)):
             break
     results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
-    results["global_step"] = session.global_step
+    results["global_step"] = call.global_step
     runner.end()
     _log.info(
         "Saving dict for global step %d: %s",
-        session.global_step,
+        call.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(est.model_dir, name), session.global_step, _summary_scalars(results))
-    summaries.close(eval_dir(est.model_dir, name))  # only its own: training may be writing
+    write_scalars(eval_dir(plan.model_dir, name), call.global_step, _summary_scalars(results))
+    summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
     return results

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import jax
 import numpy as np
 
+from jaxspec._trees import shape_signature
 from jaxspec.config import InputPipelineConfig
-from jaxspec.loop.inputs import Batch, _concat, _pad_rows, _signature, batch_rows
+from jaxspec.loop.inputs import Batch, _concat, _pad_rows, batch_rows
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -160,12 +161,12 @@ class StepFeeder:
         if first is None:
             return None
         group = [first]
-        sig = _signature(first[0])
+        sig = shape_signature(first[0])
         while len(group) < max_steps:
             step = self.next_step()
             if step is None:
                 break
-            if _signature(step[0]) != sig:
+            if shape_signature(step[0]) != sig:
                 self._pending = step
                 break
             group.append(step)

@@ -44,10 +44,18 @@ class HostSession:
     it instead of variables); ``global_step`` the current global step (int).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, values: dict[str, Any] | None = None, own: dict[str, Any] | None = None) -> None:
         self.state: Any = None
         self.global_step = 0
-        self._values: dict[str, Any] = {}
+        self._values: dict[str, Any] = {} if values is None else values
+        self._own = own
+
+    def for_hook(self, own: dict[str, Any] | None) -> HostSession:
+        """This session as one hook sees it in ``end``: its ``run`` also resolves that
+        hook's own step tensors (``own``); the latest values are shared, not copied."""
+        view = HostSession(self._values, own)
+        view.state, view.global_step = self.state, self.global_step
+        return view
 
     def update(self, values: dict[str, Any]) -> None:
         """Record the latest values (numpy) of a step or loop."""
@@ -58,8 +66,8 @@ class HostSession:
         return {**self._values, "global_step": np.asarray(self.global_step), **(extra or {})}
 
     def run(self, fetches: Any, extra: dict[str, Any] | None = None) -> Any:
-        """Resolve ``fetches`` against the latest values."""
-        return resolve_fetches(fetches, self.values_for(extra))
+        """Resolve ``fetches`` against the latest values (and a hook's own ``extra``)."""
+        return resolve_fetches(fetches, self.values_for(self._own if extra is None else extra))
 
 
 class HookRunner:
@@ -147,19 +155,7 @@ class HookRunner:
         """``end(session)`` on every hook; a hook's ``session.run`` sees its own values."""
         for h, index in self._entries:
             extra = self._spec_values[index] if index is not None else None
-            h.end(_BoundSession(self.session, extra))
-
-
-class _BoundSession:
-    """A HostSession seen by one hook: ``run`` also resolves that hook's step tensors."""
-
-    def __init__(self, session: HostSession, extra: dict[str, Any] | None) -> None:
-        self._session, self._extra = session, extra
-        self.state, self.global_step = session.state, session.global_step
-
-    def run(self, fetches: Any) -> Any:
-        """Resolve ``fetches`` against the latest values and this hook's own."""
-        return self._session.run(fetches, self._extra)
+            h.end(self.session.for_hook(extra))
 
 
 def last_step_values(hook_values: Any) -> list[dict[str, np.ndarray]]:

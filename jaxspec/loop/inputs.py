@@ -110,12 +110,6 @@ def _pad_rows(batch: Batch, rows: int) -> Batch:
     return jax.tree.map(pad, batch)
 
 
-def _signature(batch: Batch) -> Any:
-    return jax.tree.structure(batch), tuple(
-        (np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(batch)
-    )
-
-
 def _concat(batches: list[Batch]) -> Batch:
     return jax.tree.map(lambda *xs: np.concatenate(xs), *batches)
 

@@ -1,4 +1,4 @@
-"""What train, evaluate and predict share: input_fn, feeder, engine, session, host calls."""
+"""What train, evaluate and predict share: input_fn, feeder, engine, compiled call, hooks."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec._fn_args import call_with_declared
 from jaxspec.config import InputPipelineConfig
-from jaxspec.engine.fn_args import call_with_declared
-from jaxspec.engine.multihost import agree, to_host
+from jaxspec.engine.multihost import agree
 from jaxspec.engine.steps import StepEngine
+from jaxspec.loop.compiled_call import CompiledCall
 from jaxspec.loop.feeder import StepFeeder
+from jaxspec.loop.hook_runner import HookRunner
+from jaxspec.loop.host_call import run_host_calls
 from jaxspec.loop.inputs import interleave, iterate_batches
-from jaxspec.loop.session import Session
+from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.tpu_context import TPUContext
@@ -30,27 +33,29 @@ def _host_args(mode: str, batch: Any, mask: Any) -> tuple[Any, ...]:
 
 
 class Phase:
-    """One ``train``/``evaluate``/``predict`` call of an Estimator.
+    """One ``train``/``evaluate``/``predict`` call, run from its RunPlan.
 
     ``start(input_fn)`` calls input_fn once (with the ``mode``, ``params`` and ``config``
-    it declares), reads the first step, builds a fresh StepEngine and Session and traces
-    model_fn, so the spec's hooks exist before the first step runs.
+    it declares), reads the first step, builds the StepEngine and the CompiledCall and
+    traces model_fn, so the spec's hooks exist before the first step runs;
+    ``begin(hooks)`` then runs the preamble every call shares (hooks' ``begin``, restore
+    or create the state, ``after_create_session``).
     """
 
-    def __init__(self, est: Any, mode: str) -> None:
-        self.est = est
-        self.mode = mode
-        self.store = est._checkpoint_store()
-        self.mesh = est._mesh()
-        self.iterations_per_loop = est._iterations_per_loop()
-        self.global_batch_size = est._global_batch_size(mode)
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
+        self.mode = plan.mode
+        self.store = plan.store
+        self.mesh = plan.mesh
+        self.iterations_per_loop = plan.iterations_per_loop  # a duration resizes it after loop 2
+        self.global_batch_size = plan.global_batch_size
         self.feeder: StepFeeder | None = None
-        self.session: Session | None = None
+        self.call: CompiledCall | None = None
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
-        """input_fn's params: the Estimator's (with its per-pipeline ``batch_size``) and,
-        on the mesh, ``params['context']`` (a TPUContext)."""
-        params = self.est._input_params(self.mode)
+        """input_fn's params: the plan's (with its per-pipeline ``batch_size``) and, on
+        the mesh, ``params['context']`` (a TPUContext)."""
+        params = self.plan.params_for_input_fn()
         if self.mesh is None:
             return params
         local = self._local_devices()
@@ -60,7 +65,7 @@ class Phase:
             jax.process_count(),
             jax.process_index(),
             len(local),
-            self.est._input_pipeline(),
+            self.plan.input_pipeline,
             self.mode,
             device,
             invocation,
@@ -75,14 +80,15 @@ class Phase:
     def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
         and the rows of a full input batch."""
-        pipeline = self.est._input_pipeline()
-        per_shard = self.mesh is not None and pipeline == InputPipelineConfig.PER_SHARD_V1
+        per_shard = self.plan.input_pipeline == InputPipelineConfig.PER_SHARD_V1
         calls = len(self._local_devices()) if per_shard else 1
         total = self.mesh.size if per_shard else 1
         iterators, params = [], {}
         for i in range(calls):
             params = self._input_params(jax.process_index() * calls + i if per_shard else 0, total)
-            result = call_with_declared(input_fn, dict(mode=self.mode, params=params, config=self.est.config))
+            result = call_with_declared(
+                input_fn, dict(mode=self.mode, params=params, config=self.plan.config)
+            )
             iterators.append(iterate_batches(result, self.mode))
         batches = iterators[0] if len(iterators) == 1 else interleave(iterators)
         if self.mode == ModeKeys.PREDICT:
@@ -91,12 +97,11 @@ class Phase:
 
     def start(self, input_fn: Any, checkpoint_path: str | None = None) -> bool:
         """Prepare the phase; False when input_fn gives no data at all (on every process)."""
-        est = self.est
+        plan = self.plan
         batches, batch_size = self._batches(input_fn)
-        pipeline = est._input_pipeline() if self.mesh is not None else InputPipelineConfig.PER_HOST_V1
         replicas = 1 if self.mesh is None else self.mesh.local_mesh.size
         self.feeder = StepFeeder(
-            batches, self.mode, replicas, pipeline, batch_size, on_mesh=self.mesh is not None
+            batches, self.mode, replicas, plan.input_pipeline, batch_size, on_mesh=self.mesh is not None
         )
         first = self.feeder.next_step()
         if agree(0 if first is None else 1, "max") == 0:
@@ -104,27 +109,28 @@ class Phase:
         if first is None:
             raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
-        broadcast = self.mesh is not None and pipeline == InputPipelineConfig.BROADCAST
         engine = StepEngine(
-            est._model_fn,
-            {self.mode: est._model_params(self.mode)},
-            est.config,
+            plan.model_fn,
+            {self.mode: plan.params_for_model_fn()},
+            plan.config,
             self.mesh,
-            broadcast=broadcast,
+            broadcast=plan.broadcast,
         )
-        self.session = Session(
-            engine,
-            self.mode,
-            est._init_fn,
-            self.store,
-            first[0],
-            est.config.tf_random_seed,
-            checkpoint_path,
-            shared=est.__dict__.setdefault("_compile_cache", {}),
-        )
+        self.call = CompiledCall(plan, engine, first[0], checkpoint_path)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
-        self.session.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
+        self.call.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
+
+    def begin(self, hooks: Any, after: list[SessionRunHook] | tuple[()] = ()) -> HookRunner:
+        """The preamble of every call: the user's ``hooks``, the spec's hooks (chief-only
+        ones on process 0) and ``after`` in a HookRunner; ``begin()`` on each; the state
+        restored or created; ``after_create_session`` on each. Returns the runner."""
+        parts = self.call.parts
+        runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks), after=after)
+        runner.begin()
+        self.call.create_state()
+        runner.after_create_session(self.call.state, self.call.global_step)
+        return runner
 
     def next_group(self, max_steps: int) -> tuple[tuple[Any, ...], np.ndarray, int] | None:
         """The next stacked host arguments for the loop, their mask and step count.
@@ -145,27 +151,8 @@ class Phase:
             batch, mask = self.feeder.pad_group(batch, mask, n)
         return _host_args(self.mode, batch, mask), mask, n
 
-    def chief_hooks(self) -> list[SessionRunHook]:
-        """The spec's training_chief_hooks, on process 0 only (as tf.estimator)."""
-        return list(self.session.parts.chief_hooks) if jax.process_index() == 0 else []
-
-    def call_host_fns(self, host: Any, n: int, first_step: int | None = None) -> None:
-        """Call each host function once per step of the loop, in step order, with numpy
-        arrays (``host[k][j]`` is tensor j of host call k, stacked ``[n, ...]``). With
-        several processes the tensors of all of them are gathered and process 0 calls.
-        In TRAIN (``first_step`` given) with ``experimental_host_call_every_n_steps`` = k,
-        only the steps whose global step (before the step) is a multiple of k call."""
-        host_calls = self.session.parts.host_calls
-        if not host_calls:
-            return
-        host = to_host(host)  # every process takes part in the gather; process 0 calls
-        if jax.process_index() != 0:
-            return
-        every = getattr(
-            getattr(self.est.config, "tpu_config", None), "experimental_host_call_every_n_steps", 1
-        )
-        for i in range(n):
-            if first_step is not None and every > 1 and (first_step + i) % every:
-                continue  # TPUConfig.experimental_host_call_every_n_steps: only steps n*k
-            for hc, tensors in zip(host_calls, host, strict=True):
-                hc.call([np.asarray(t[i]) for t in tensors])
+    def host_calls(self, host: Any, n: int, first_step: int | None = None) -> None:
+        """This loop's host_call functions, once per step in step order (see
+        ``jaxspec.loop.host_call.run_host_calls``); ``first_step`` is given in TRAIN."""
+        every = self.plan.host_call_every_n_steps if first_step is not None else 1
+        run_host_calls(self.call.parts.host_calls, host, n, first_step or 0, every)

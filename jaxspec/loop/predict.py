@@ -10,8 +10,9 @@ import jax
 import numpy as np
 
 from jaxspec.engine.multihost import local_rows
-from jaxspec.loop.hook_runner import HookRunner, last_step_values
+from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.plan import RunPlan
 
 _log = logging.getLogger("jaxspec")
 
@@ -50,20 +51,22 @@ def _real_rows(preds: Any, step: int, real: np.ndarray, single: bool) -> Any:
 
 
 def run_predict(
-    est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any, yield_single_examples: bool
+    plan: RunPlan,
+    input_fn: Any,
+    predict_keys: Any,
+    hooks: Any,
+    checkpoint_path: Any,
+    yield_single_examples: bool,
 ) -> Iterator[Any]:
     """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
-    phase = Phase(est, "infer")
+    phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         return
-    session = phase.session
-    if session.restored_step is None:
-        _log.info("No checkpoint in %s; predicting with the initial state.", est.model_dir)
-    runner = HookRunner(list(hooks or ()), session.parts.all_hooks, len(session.parts.chief_hooks))
-    runner.begin()
-    session.create_state()
-    runner.after_create_session(session.state, session.global_step)
-    log_every, done, logged = est.config.log_step_count_steps, 0, 0
+    call = phase.call
+    if call.restored_step is None:
+        _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
+    runner = phase.begin(hooks)
+    log_every, done, logged = plan.config.log_step_count_steps, 0, 0
     while True:
         group = phase.next_group(phase.iterations_per_loop)
         if group is None:
@@ -74,11 +77,11 @@ def run_predict(
             _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
             logged = done
         runner.before_run()
-        preds, hook_values = session.run(*args)
+        preds, hook_values = call.run(*args)
         preds = _select(local_rows(preds), predict_keys)  # this process's rows
         last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
         values = last if isinstance(last, dict) else {"predictions": last}
-        stop = runner.after_run(values, session.state, session.global_step, last_step_values(hook_values))
+        stop = runner.after_run(values, call.state, call.global_step, last_step_values(hook_values))
         for i in range(n):
             batch = _real_rows(preds, i, mask[i] > 0, yield_single_examples)
             if not yield_single_examples:

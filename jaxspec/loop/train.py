@@ -8,28 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from jaxspec.config import loop_duration_secs
 from jaxspec.engine.multihost import to_host
+from jaxspec.errors import NanLossDuringTrainingError
+from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.summaries import write_scalars
 from jaxspec.spec.hooks import SessionRunHook
 
 _log = logging.getLogger("jaxspec")
-
-
-class NanLossDuringTrainingError(RuntimeError):
-    """Raised when a training step's loss is NaN (``tf.compat.v1.train.NanLossDuringTrainingError``).
-
-    The state of the loop that produced it is dropped, so the last checkpoint in
-    model_dir is the last good one.
-    """
-
-    def __str__(self) -> str:
-        return "NaN loss during training."
 
 
 def check_steps(steps: Any, max_steps: Any) -> None:
@@ -103,12 +94,12 @@ def _check_listeners(saving_listeners: Any, cfg: Any) -> list[Any]:
 
 
 def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
-    cfg = phase.est.config
+    cfg = phase.plan.config
     steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
     if not steps and not secs:
         secs = float("inf")  # no periodic saves; the final step is still saved in end()
     return CheckpointSaverHook(
-        phase.est.model_dir,
+        phase.plan.model_dir,
         save_secs=secs or None,
         save_steps=steps or None,
         listeners=listeners,
@@ -117,8 +108,6 @@ def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
 
 
 def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int | None:
-    from jaxspec.hooks.basic import StopAtStepHook
-
     last = max_steps if max_steps is not None else (start + steps if steps is not None else None)
     for h in hooks:
         if isinstance(h, StopAtStepHook) and h.last_step is not None:
@@ -126,11 +115,13 @@ def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int 
     return last
 
 
-def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any) -> None:
-    """Body of ``Estimator.train``; see there."""
+def run_train(
+    plan: RunPlan, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
+) -> None:
+    """Body of ``Estimator.train``, run from the Estimator's TRAIN plan; see there."""
     check_steps(steps, max_steps)
-    listeners = _check_listeners(saving_listeners, est.config)
-    phase = Phase(est, "train")
+    listeners = _check_listeners(saving_listeners, plan.config)
+    phase = Phase(plan)
     latest = phase.store.latest_step()
     if max_steps is not None and latest is not None and latest >= max_steps:
         _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
@@ -138,23 +129,19 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
         return
-    session, parts = phase.session, phase.session.parts
-    cfg = est.config
+    cfg = plan.config
     progress = ProgressHook(
-        est.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size
+        plan.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size
     )
     hooks = list(hooks or ())
     own = [progress]
-    if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(parts.all_hooks)):
+    if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(phase.call.parts.all_hooks)):
         own.append(_saver_hook(phase, listeners))  # as tf.estimator: only if none was given
     elif listeners:
         raise ValueError("saving_listeners need the Estimator's own CheckpointSaverHook; pass them to yours.")
-    runner = HookRunner(hooks, parts.all_hooks, len(parts.chief_hooks), after=own)
-    runner.begin()
-    session.warm_start = est._warm_start_settings
-    session.create_state()
-    runner.after_create_session(session.state, session.global_step)
-    last_step = _last_step(runner.hooks, session.global_step, steps, max_steps)
+    runner = phase.begin(hooks, after=own)
+    call = phase.call
+    last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
     try:
         with PreemptionWatcher() as preemption:
             _loops(phase, runner, progress, last_step, preemption)
@@ -164,7 +151,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     if preemption.triggered:
-        _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", session.global_step)
+        _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
         raise SystemExit(0)
 
 
@@ -175,30 +162,30 @@ def _loops(
     last_step: int | None,
     preemption: PreemptionWatcher,
 ) -> None:
-    session = phase.session
-    duration = loop_duration_secs(getattr(phase.est.config, "tpu_config", None))
+    call = phase.call
+    duration = phase.plan.loop_duration_secs
     loops = 0
-    while last_step is None or session.global_step < last_step:
+    while last_step is None or call.global_step < last_step:
         started = time.perf_counter()
         n = phase.iterations_per_loop
         if last_step is not None:
-            n = min(n, last_step - session.global_step)
+            n = min(n, last_step - call.global_step)
         group = phase.next_group(n)
         if group is None:
             break
         args, _, n = group
         runner.before_run()
-        state, _, losses, host, hook_values = session.run(*args)
+        state, _, losses, host, hook_values = call.run(*args)
         losses = to_host(losses).mean(axis=1)
         if np.isnan(losses).any():
             raise NanLossDuringTrainingError()
-        first = session.global_step
-        session.state, session.global_step = state, first + n
-        phase.call_host_fns(host, n, first)
+        first = call.global_step
+        call.state, call.global_step = state, first + n
+        phase.host_calls(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
         stop = runner.after_run(
-            {"loss": losses[-1]}, session.state, session.global_step, last_step_values(hook_values)
+            {"loss": losses[-1]}, call.state, call.global_step, last_step_values(hook_values)
         )
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step

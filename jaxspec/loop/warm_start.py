@@ -10,7 +10,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxspec.loop.checkpoints import CHECKPOINT_SUBDIR, named_leaves, restore_on_host
+from jaxspec._trees import named_leaves
+from jaxspec.loop.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
 
 _log = logging.getLogger("jaxspec")
 

@@ -7,11 +7,10 @@ update_op)`` pair. The eval loop merges the states of all batches and replicas a
 ``docs/metrics.md`` for where each part runs.
 """
 
-from jaxspec.metrics.adapters import KerasMetric, PairMetric, keras_metric
+from jaxspec.metrics.adapters import KerasMetric, PairMetric, as_metric_state, keras_metric
 from jaxspec.metrics.base import (
     Metric,
     apply_padding_mask,
-    as_metric_state,
     current_padding_mask,
     drop_padding,
     is_metric_state,

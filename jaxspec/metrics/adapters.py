@@ -1,6 +1,6 @@
 """Other metric forms as mergeable states: ``(value, update)`` pairs and Keras metrics.
 
-``as_metric_state`` (base.py) sends pairs and Keras-style objects here. Keras is imported
+``as_metric_state`` (here) reads pairs and Keras-style objects as states. Keras is imported
 lazily, only when a Keras metric is wrapped; ``import jaxspec`` never imports it.
 
 Keras metrics: Keras 3 with the JAX backend has a stateless API
@@ -69,8 +69,6 @@ def from_pair(pair: tuple[Any, Any], name: str) -> Any:
       TypeError: ``update`` is not a state (or Keras metric), or ``value`` is neither None,
         ``update`` itself nor a callable.
     """
-    from jaxspec.metrics.base import as_metric_state
-
     value, update = pair
     if isinstance(update, tuple):
         raise TypeError(
@@ -267,3 +265,33 @@ def keras_metric(metric: Any, *args: Any, sample_weight: Any = None, **kwargs: A
     zeros = [jnp.zeros(v.shape, v.dtype) for v in metric.variables]
     values = metric.stateless_update_state(zeros, *args, sample_weight=sample_weight, **kwargs)
     return KerasMetric(variables=list(values), padded=jnp.zeros((), jnp.float32), ref=_KerasRef(metric))
+
+
+def as_metric_state(value: Any, name: str = "") -> Any:
+    """Normalise an ``eval_metric_ops`` (or metric_fn) value into a mergeable state.
+
+    Accepted forms:
+
+    * a metric state: anything with ``merge`` and ``compute`` (returned as is);
+    * a ``(value, update)`` pair whose ``update`` is a metric state (or a Keras metric,
+      see below) and whose ``value`` is None, the very same object as ``update``, or a
+      callable ``value(merged_state) -> result`` that replaces ``compute()``. This is
+      TF's pair read the JAX way: ``update`` is what each batch contributes, ``value``
+      says how to read the merged statistics once at the end. An array ``value`` is
+      rejected: it could only be this batch's value, never the streamed one;
+    * a Keras 3 metric object (``update_state``/``result``, JAX backend) that model_fn or
+      metric_fn created and updated in this trace; see ``jaxspec.metrics.keras``.
+
+    Raises:
+      TypeError: ``value`` is none of these forms (the message says why).
+    """
+    if is_metric_state(value):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        return from_pair(value, name)
+    if callable(getattr(value, "update_state", None)) and callable(getattr(value, "result", None)):
+        return from_keras_object(value, name)
+    raise TypeError(
+        f"eval_metric_ops[{name!r}] must be a metric state (merge/compute), a (value, update) pair "
+        f"or a Keras metric object, got {type(value).__name__}."
+    )

@@ -202,35 +202,3 @@ def is_metric_state(x: Any) -> bool:
     return isinstance(x, Metric) or (
         callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None))
     )
-
-
-def as_metric_state(value: Any, name: str = "") -> Any:
-    """Normalise an ``eval_metric_ops`` (or metric_fn) value into a mergeable state.
-
-    Accepted forms:
-
-    * a metric state: anything with ``merge`` and ``compute`` (returned as is);
-    * a ``(value, update)`` pair whose ``update`` is a metric state (or a Keras metric,
-      see below) and whose ``value`` is None, the very same object as ``update``, or a
-      callable ``value(merged_state) -> result`` that replaces ``compute()``. This is
-      TF's pair read the JAX way: ``update`` is what each batch contributes, ``value``
-      says how to read the merged statistics once at the end. An array ``value`` is
-      rejected: it could only be this batch's value, never the streamed one;
-    * a Keras 3 metric object (``update_state``/``result``, JAX backend) that model_fn or
-      metric_fn created and updated in this trace; see ``jaxspec.metrics.keras``.
-
-    Raises:
-      TypeError: ``value`` is none of these forms (the message says why).
-    """
-    if is_metric_state(value):
-        return value
-    from jaxspec.metrics import adapters
-
-    if isinstance(value, tuple) and len(value) == 2:
-        return adapters.from_pair(value, name)
-    if callable(getattr(value, "update_state", None)) and callable(getattr(value, "result", None)):
-        return adapters.from_keras_object(value, name)
-    raise TypeError(
-        f"eval_metric_ops[{name!r}] must be a metric state (merge/compute), a (value, update) pair "
-        f"or a Keras metric object, got {type(value).__name__}."
-    )

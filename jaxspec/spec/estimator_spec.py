@@ -192,27 +192,34 @@ def check_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
     return dict(ops)
 
 
-def check_export_outputs(export_outputs: Any, predictions: Any, cls: str) -> dict[Any, ExportOutput]:
+def check_export_outputs(
+    export_outputs: Any,
+    predictions: Any,
+    cls: str,
+    output_type: type = ExportOutput,
+    predict_output: Any = PredictOutput,
+    expected: str = "an ExportOutput",
+) -> dict[Any, Any]:
     """PREDICT only: default, alias and check the heads as tf.estimator does.
 
-    None becomes ``{'serving_default': PredictOutput(predictions)}``; a single head not
+    None becomes ``{'serving_default': predict_output(predictions)}``; a single head not
     keyed ``serving_default`` is also stored under that key (the same object). The input
     dict is not modified (tf.estimator adds the alias to the caller's dict).
+    ``output_type`` / ``predict_output`` / ``expected`` are jaxspec's ExportOutput
+    classes by default; ``tf_bridge`` passes TensorFlow's.
 
     Raises:
-      TypeError: not a dict, or a value that is not an ExportOutput (the key is named).
+      TypeError: not a dict, or a value that is not an ``output_type`` (the key is named).
       ValueError: several heads and none keyed ``serving_default``; or predictions that
-        PredictOutput rejects when the default head is built.
+        ``predict_output`` rejects when the default head is built.
     """
     if export_outputs is None:
-        return {SERVING_DEFAULT: PredictOutput(predictions)}
+        return {SERVING_DEFAULT: predict_output(predictions)}
     if not isinstance(export_outputs, dict):
         raise TypeError(f"{cls}: export_outputs must be a dict, got {type_name(export_outputs)}.")
     for key, value in export_outputs.items():
-        if not isinstance(value, ExportOutput):
-            raise TypeError(
-                f"{cls}: export_outputs[{key!r}] must be an ExportOutput, got {type_name(value)}."
-            )
+        if not isinstance(value, output_type):
+            raise TypeError(f"{cls}: export_outputs[{key!r}] must be {expected}, got {type_name(value)}.")
     export_outputs = dict(export_outputs)
     if len(export_outputs) == 1:
         export_outputs.setdefault(SERVING_DEFAULT, next(iter(export_outputs.values())))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jaxspec._checks import fn_arg_names, takes_varargs, type_name
+from jaxspec._checks import type_name
+from jaxspec._fn_args import fn_arg_names, takes_varargs
 from jaxspec.spec.hooks import SessionRunHook
 
 

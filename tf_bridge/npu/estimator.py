@@ -73,7 +73,7 @@ def _adapter_estimator(
     npu_estimator, npu_config = adapter
     if not isinstance(config, NPURunConfig):
         raise ValueError(f"NPUEstimator needs config, a tf_bridge NPURunConfig; got {type(config).__name__}.")
-    from jaxspec.engine.fn_args import fn_args
+    from jaxspec._fn_args import fn_arg_names as fn_args
 
     names = fn_args(model_fn)
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.engine.fn_args import check_declared_args, fn_args
+from jaxspec._fn_args import check_declared_args
+from jaxspec._fn_args import fn_arg_names as fn_args
 
 _log = logging.getLogger("tf_bridge")
 

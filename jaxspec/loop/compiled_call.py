@@ -1,4 +1,5 @@
-"""One phase's runtime: the compiled loop, the state (restored or initialised), the key."""
+"""One call's compiled loops and state: the loop lowered and compiled per input shape, the
+state restored or initialised, the global step and the random key."""
 
 from __future__ import annotations
 
@@ -6,19 +7,19 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxspec.engine.fn_args import call_with_declared
+from jaxspec._fn_args import call_with_declared
+from jaxspec._trees import shape_signature
 from jaxspec.engine.mesh import put_replicated, put_stacked, replicated, stacked_batch_sharding
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.checkpoints import CheckpointStore
-from jaxspec.loop.warm_start import WarmStartSettings, warm_start
+from jaxspec.loop.plan import RunPlan
+from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -39,58 +40,43 @@ def previous_treedef_matches(previous: Any, current: Any) -> bool:
     return previous.num_leaves == current.num_leaves and strip(previous) == strip(current)
 
 
-def _signature(args: tuple[Any, ...]) -> Any:
-    leaves, treedef = jax.tree.flatten(args)
-    return treedef, tuple((tuple(np.shape(x)), str(getattr(x, "dtype", type(x)))) for x in leaves)
-
-
-class Session:
-    """The state and compiled loop of one train/evaluate/predict call.
+class CompiledCall:
+    """The compiled loop and the state of one train/evaluate/predict call (or export).
 
     Args:
+      plan: the call's RunPlan (mode, init_fn, checkpoint store, seed, warm start and
+        the Estimator's compile cache, which keeps compiled executables and the state's
+        tree across calls).
       engine: the StepEngine of this call (model_fn is traced once per input shape).
-      mode: ModeKeys value.
-      init_fn: the Estimator's init_fn (arguments by name: rng, features, labels,
-        params, config).
-      store: the model_dir's CheckpointStore.
       first_batch: the first step's host ``(features, labels)`` (for init_fn and tracing).
       checkpoint_path: restore this checkpoint step directory instead of the latest.
-      shared: a dict kept by the Estimator across calls (compiled executables, the
-        state tree).
     """
 
     def __init__(
-        self,
-        engine: StepEngine,
-        mode: str,
-        init_fn: Callable[..., Any] | None,
-        store: CheckpointStore,
-        first_batch: Any,
-        seed: int | None,
-        checkpoint_path: str | None = None,
-        shared: dict[str, Any] | None = None,
+        self, plan: RunPlan, engine: StepEngine, first_batch: Any, checkpoint_path: str | None = None
     ) -> None:
         self.engine = engine
-        self.mode = mode
+        self.mode = plan.mode
         self.mesh = engine.mesh
-        self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(seed or 0))
+        self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(plan.seed or 0))
         self._loop = {
             ModeKeys.TRAIN: engine.train_loop,
             ModeKeys.EVAL: engine.eval_loop,
             ModeKeys.PREDICT: engine.predict_loop,
-        }[mode]()
+        }[plan.mode]()
         self._compiled: dict[Any, Any] = {}
         self._lowered: dict[Any, Any] = {}
-        self._shared = shared if shared is not None else {}
-        self._init_fn = init_fn
+        self._shared = plan.compile_cache
+        self._init_fn = plan.init_fn
         self._first_batch = first_batch
-        self.store = store
+        self.store = plan.store
         self.checkpoint_path = checkpoint_path
         self.restored_step = self._checkpoint_step(checkpoint_path)
         self.abstract_state = self._abstract_state()
         self.state: Any = None
         self.global_step = self.restored_step or 0
-        self.warm_start: WarmStartSettings | None = None
+        # As tf.estimator: warm start only when training from nothing.
+        self.warm_start = plan.warm_start if plan.mode == ModeKeys.TRAIN else None
 
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
@@ -171,13 +157,13 @@ class Session:
         stacked), so the spec's hooks and scaffold exist before the first step runs; the
         lowering is compiled when a loop of that shape first runs."""
         specs = self._specs(steps, batch_args)
-        self._lowered[_signature(specs[3:])] = self._loop.lower(*specs)
+        self._lowered[shape_signature(specs[3:])] = self._loop.lower(*specs)
 
     def _compile(self, batch_args: tuple[Any, ...]) -> Any:
         """The executable for these batch shapes. Identical lowerings share one
         executable across calls of the same Estimator (model_fn is still traced per call,
         as TF calls it once per call; XLA compiles once)."""
-        sig = _signature(batch_args)
+        sig = shape_signature(batch_args)
         if sig not in self._compiled:
             lowered = self._lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
             key = (self.mode, hashlib.sha256(lowered.as_text().encode()).hexdigest())

@@ -1,0 +1,79 @@
+"""The JAX half of ``Estimator.export_saved_model``: restore the state and build model_fn's
+per-mode functions off the mesh. ``tf_bridge`` turns what this returns into a SavedModel;
+it never sees the engine or the loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxspec.engine.steps import StepEngine
+from jaxspec.loop.compiled_call import CompiledCall
+from jaxspec.loop.plan import RunPlan
+from jaxspec.mode_keys import ModeKeys
+
+_log = logging.getLogger("jaxspec")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSource:
+    """What a SavedModel is written from.
+
+    Attributes:
+      state: the restored state pytree (on this process's first device).
+      global_step: the checkpoint's global step (int).
+      fns: ``{mode: fn}``, ``fn(state, global_step, features, labels) -> dict``: model_fn
+        in that mode off the mesh (see ``jaxspec.engine.steps.StepEngine.export_fn``).
+      heads: PREDICT's export_outputs ``{head: ExportOutput}`` (None without PREDICT).
+    """
+
+    state: Any
+    global_step: int
+    fns: Mapping[str, Callable[..., dict[str, Any]]]
+    heads: Mapping[str, Any] | None
+
+
+def export_source(
+    plan: RunPlan,
+    modes: Sequence[str],
+    examples: Mapping[str, tuple[Any, Any]],
+    checkpoint_path: str | None = None,
+) -> ExportSource | None:
+    """Restore the latest (or ``checkpoint_path``'s) state and build the export functions.
+
+    Args:
+      plan: the Estimator's export plan (off the mesh; ``model_params`` as exports see
+        them, e.g. TPUEstimator's ``use_tpu=False``).
+      modes: the ModeKeys to export, in the order their meta graphs are written.
+      examples: ``{mode: (features, labels)}`` of numpy zeros shaped like each receiver's
+        tensors (unknown dimensions as 1): for init_fn's shapes and the PREDICT trace.
+      checkpoint_path: a checkpoint step directory to export instead of the latest.
+
+    With several processes every process must call this (Orbax reads collectively);
+    process 0 gets the ExportSource and the others None.
+
+    Raises:
+      ValueError: model_dir has no checkpoint (tf.estimator: no trained model).
+    """
+    engine = StepEngine(
+        plan.model_fn, {m: plan.params_for_model_fn() for m in ModeKeys.all()}, plan.config, None
+    )
+    call = CompiledCall(plan, engine, examples[modes[0]], checkpoint_path)
+    if call.restored_step is None:
+        raise ValueError(f"export: no trained model (checkpoint) in {plan.model_dir}.")
+    call.create_state()  # every process restores (Orbax reads collectively)
+    if jax.process_index() != 0:
+        _log.info("Export is written by process 0; process %d returns None.", jax.process_index())
+        return None
+    fns = {mode: engine.export_fn(mode, call.step_key) for mode in modes}
+    heads = None
+    if ModeKeys.PREDICT in fns:
+        features, _ = examples[ModeKeys.PREDICT]
+        jax.eval_shape(fns[ModeKeys.PREDICT], call.state, jnp.zeros((), jnp.int32), features, None)
+        heads = engine.parts[ModeKeys.PREDICT].export_outputs
+    return ExportSource(call.state, call.restored_step, fns, heads)
