@@ -13,12 +13,12 @@ import collections
 import copy
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.config import RunConfig, check_single_process
 from tf_bridge.runner import evaluate as _evaluate
@@ -26,6 +26,7 @@ from tf_bridge.runner import export as _export
 from tf_bridge.runner import predict as _predict
 from tf_bridge.runner import train as _train
 from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
+from tf_bridge.session_hooks import StopAfterNEvalsHook
 from tf_bridge.spec import EstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -89,7 +90,9 @@ def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
 
 
 def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -> Any:
-    """The config with model_dir settled as tf.estimator does.
+    """The config, checked to be a ``config_type``, with model_dir settled by jaxspec's
+    ``resolve_model_dir`` (tf.estimator's rule: the two must agree; neither set means a
+    temporary directory).
 
     Raises:
       ValueError: config is not a ``config_type``, or two different model_dirs.
@@ -98,18 +101,7 @@ def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -
         config = config_type()
     if not isinstance(config, config_type):
         raise ValueError(f"config must be a tf_bridge {config_type.__name__}, got {type(config).__name__}.")
-    model_dir = os.fsdecode(model_dir) if model_dir else None
-    if model_dir and config.model_dir and config.model_dir != model_dir:
-        raise ValueError(
-            f"model_dir {model_dir!r} given to the Estimator differs from config.model_dir {config.model_dir!r}."
-        )
-    if model_dir:
-        return config.replace(model_dir=model_dir)
-    if not config.model_dir:
-        model_dir = tempfile.mkdtemp(prefix="tf_bridge_")
-        _log.warning("No model_dir given; using the temporary directory %s.", model_dir)
-        return config.replace(model_dir=model_dir)
-    return config
+    return resolve_model_dir(config, os.fsdecode(model_dir) if model_dir else None)
 
 
 def check_hooks(hooks: Any) -> list[Any]:
@@ -320,8 +312,6 @@ class Estimator:
           ValueError: steps <= 0, a metric named ``loss``/``global_step``; what model_fn raises.
           TypeError: a hook of the wrong type.
         """
-        from tf_bridge.hooks import StopAfterNEvalsHook
-
         hooks = check_hooks(hooks)
         if steps is not None:
             _check_steps("steps", steps)
