@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig, check_single_process
+from tf_bridge.config import RunConfig
 from tf_bridge.runner import evaluate as _evaluate
 from tf_bridge.runner import export as _export
 from tf_bridge.runner import predict as _predict
@@ -153,7 +153,6 @@ class Estimator:
     Raises:
       ValueError: config of another type (checked first), model_fn missing, conflicting
         model_dirs, model_fn arguments tf.estimator refuses, a bad warm_start_from.
-      NotImplementedError: ``TF_CONFIG`` names a cluster (one process only).
     """
 
     _spec_types: tuple[type, ...] = (EstimatorSpec,)
@@ -169,7 +168,6 @@ class Estimator:
         warm_start_from: Any = None,
     ) -> None:
         self._config = resolve_config(config, model_dir, self._config_type)
-        check_single_process()
         if model_fn is None:
             raise ValueError("model_fn is required.")
         verify_model_fn_args(model_fn, params)
@@ -267,11 +265,17 @@ class Estimator:
         (``tf.estimator.Estimator.train``). Returns self.
 
         Raises:
-          ValueError: both steps and max_steps, a non-positive one, saving_listeners without
-            checkpoint saving; what model_fn / the spec raise.
+          ValueError: the task is an ``evaluator`` or ``ps`` (TF_CONFIG), both steps and
+            max_steps, a non-positive one, saving_listeners without checkpoint saving;
+            what model_fn / the spec raise.
           TypeError: a hook or listener of the wrong type.
           tf.compat.v1.train.NanLossDuringTrainingError: the loss became NaN.
         """
+        if self._config.task_type in ("evaluator", "ps"):
+            raise ValueError(
+                f"train() on a {self._config.task_type!r} task: in a cluster, call "
+                "tf_bridge.train_and_evaluate, which runs each task's part."
+            )
         if steps is not None and max_steps is not None:
             raise ValueError("give steps or max_steps, not both.")
         _check_steps("steps", steps)

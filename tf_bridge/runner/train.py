@@ -154,7 +154,7 @@ def train_with_spec(
     loss, steps = None, 0
     with tf.compat.v1.train.MonitoredTrainingSession(
         master=config.session_target(),
-        is_chief=True,
+        is_chief=config.is_chief,
         checkpoint_dir=est.model_dir,
         scaffold=spec.scaffold,
         hooks=worker,
