@@ -1,13 +1,21 @@
-"""train_and_evaluate with TrainSpec and EvalSpec (``tf.estimator.train_and_evaluate``)."""
+"""train_and_evaluate with TrainSpec and EvalSpec (``tf.estimator.train_and_evaluate``).
+
+The driver here is shared: jaxspec's ``train_and_evaluate`` runs it on a jaxspec
+Estimator, ``tf_bridge.train_and_evaluate`` on a TensorFlow one. What differs between the
+two is passed in as a ``Family`` (the hook, listener and spec types to check, how to read
+the newest checkpoint, whether the saver also saves when the session is created).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from jaxspec.estimator import Estimator
 from jaxspec.exporter import Exporter
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.spec.hooks import SessionRunHook
@@ -15,12 +23,41 @@ from jaxspec.spec.hooks import SessionRunHook
 _log = logging.getLogger("jaxspec")
 
 
-def _hooks(hooks: Any, owner: str) -> tuple[SessionRunHook, ...]:
-    hooks = tuple(hooks or ())
-    for h in hooks:
-        if not isinstance(h, SessionRunHook):
-            raise TypeError(f"{owner}: hooks must be SessionRunHooks, got {type(h).__name__}.")
-    return hooks
+def _typed(items: Any, expected: type, owner: str, what: str) -> tuple[Any, ...]:
+    items = tuple(items or ())
+    for item in items:
+        if not isinstance(item, expected):
+            raise TypeError(
+                f"{owner}: {what} must be {expected.__name__} instances, got {type(item).__name__}."
+            )
+    return items
+
+
+def _exporters(exporters: Any) -> tuple[Exporter, ...]:
+    """One Exporter, an iterable of them, or None, as a tuple (tf.estimator's rules).
+
+    Raises:
+      TypeError: something that is not an Exporter.
+      ValueError: an empty, non-string or repeated exporter name.
+    """
+    if not exporters:
+        return ()
+    if isinstance(exporters, Exporter):
+        exporters = [exporters]
+    try:
+        exporters = list(exporters)
+    except TypeError:
+        raise TypeError(f"EvalSpec: exporters must be an Exporter or Exporters, got {exporters!r}.") from None
+    names: list[str] = []
+    for exporter in exporters:
+        if not isinstance(exporter, Exporter):
+            raise TypeError(f"EvalSpec: exporters must be Exporters, got {type(exporter).__name__}.")
+        if not exporter.name or not isinstance(exporter.name, str):
+            raise ValueError(f"EvalSpec: each exporter needs a non-empty string name, got {exporter.name!r}.")
+        if exporter.name in names:
+            raise ValueError(f"EvalSpec: exporter names must be distinct; {exporter.name!r} repeats.")
+        names.append(exporter.name)
+    return tuple(exporters)
 
 
 class TrainSpec:
@@ -29,13 +66,16 @@ class TrainSpec:
     Args:
       input_fn: the training input_fn.
       max_steps: absolute global step to stop at (None: until the input ends).
-      hooks: SessionRunHooks for training.
-      saving_listeners: CheckpointSaverListeners.
+      hooks: SessionRunHooks for training (stored as a tuple).
+      saving_listeners: CheckpointSaverListeners (stored as a tuple).
 
     Raises:
-      TypeError: input_fn not callable or a hook of another type.
+      TypeError: input_fn not callable, a hook or listener of another type.
       ValueError: max_steps <= 0.
     """
+
+    _hook_type: type = SessionRunHook
+    _listener_type: type = CheckpointSaverListener
 
     def __init__(
         self,
@@ -45,12 +85,12 @@ class TrainSpec:
         saving_listeners: Any = None,
     ) -> None:
         if not callable(input_fn):
-            raise TypeError("TrainSpec: input_fn must be callable.")
+            raise TypeError(f"TrainSpec: input_fn must be callable, got {input_fn!r}.")
         if max_steps is not None and max_steps <= 0:
             raise ValueError(f"TrainSpec: max_steps must be > 0, got {max_steps}.")
         self.input_fn, self.max_steps = input_fn, max_steps
-        self.hooks = _hooks(hooks, "TrainSpec")
-        self.saving_listeners = tuple(saving_listeners or ())
+        self.hooks = _typed(hooks, self._hook_type, "TrainSpec", "hooks")
+        self.saving_listeners = _typed(saving_listeners, self._listener_type, "TrainSpec", "saving_listeners")
 
 
 class EvalSpec:
@@ -59,18 +99,22 @@ class EvalSpec:
     Args:
       input_fn: the eval input_fn.
       steps: batches per evaluation (100); None runs to the end of the input.
-      name: evaluation name; results go to ``model_dir/eval_<name>``.
+      name: evaluation name (a str); results go to ``model_dir/eval_<name>``.
       hooks: SessionRunHooks for evaluation.
-      exporters: an Exporter or a list of Exporters with distinct names.
-      start_delay_secs: accepted (a distributed evaluator's delay; local runs start at
-        the first checkpoint).
+      exporters: an Exporter or an iterable of Exporters with distinct names.
+      start_delay_secs: seconds a separate evaluator task waits before its first
+        evaluation (a local run starts at the first checkpoint).
       throttle_secs: evaluate after a checkpoint only if this many seconds passed since
-        the last evaluation (600).
+        the last evaluation started (600).
       every_n_steps: beyond TF: evaluate every N training steps instead of by time.
 
     Raises:
-      TypeError / ValueError: as TF for bad values; duplicate exporter names (ValueError).
+      TypeError: input_fn not callable, a name that is not a str, a hook or exporter of
+        another type.
+      ValueError: steps <= 0, a negative delay, an empty or repeated exporter name.
     """
+
+    _hook_type: type = SessionRunHook
 
     def __init__(
         self,
@@ -84,54 +128,72 @@ class EvalSpec:
         every_n_steps: int | None = None,
     ) -> None:
         if not callable(input_fn):
-            raise TypeError("EvalSpec: input_fn must be callable.")
+            raise TypeError(f"EvalSpec: input_fn must be callable, got {input_fn!r}.")
         if steps is not None and steps <= 0:
             raise ValueError(f"EvalSpec: steps must be > 0 or None, got {steps}.")
-        if start_delay_secs < 0 or throttle_secs < 0:
-            raise ValueError("EvalSpec: start_delay_secs and throttle_secs must be >= 0.")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"EvalSpec: name must be a str, got {name!r}.")
+        hooks = _typed(hooks, self._hook_type, "EvalSpec", "hooks")
+        exporters = _exporters(exporters)
+        if start_delay_secs < 0:
+            raise ValueError(f"EvalSpec: start_delay_secs must be >= 0, got {start_delay_secs}.")
+        if throttle_secs < 0:
+            raise ValueError(f"EvalSpec: throttle_secs must be >= 0, got {throttle_secs}.")
         if every_n_steps is not None and every_n_steps <= 0:
             raise ValueError(f"EvalSpec: every_n_steps must be > 0, got {every_n_steps}.")
-        exporters = [exporters] if isinstance(exporters, Exporter) else list(exporters or ())
-        for e in exporters:
-            if not isinstance(e, Exporter):
-                raise TypeError(f"EvalSpec: exporters must be Exporters, got {type(e).__name__}.")
-        if len({e.name for e in exporters}) != len(exporters):
-            raise ValueError("EvalSpec: exporter names must be distinct.")
         self.input_fn, self.steps, self.name = input_fn, steps, name
-        self.hooks = _hooks(hooks, "EvalSpec")
-        self.exporters = tuple(exporters)
-        self.start_delay_secs, self.throttle_secs, self.every_n_steps = (
-            start_delay_secs,
-            throttle_secs,
-            every_n_steps,
-        )
+        self.hooks, self.exporters = hooks, exporters
+        self.start_delay_secs, self.throttle_secs = start_delay_secs, throttle_secs
+        self.every_n_steps = every_n_steps
 
 
-class _Evaluator:
-    """Evaluates one EvalSpec on a checkpoint and runs its exporters."""
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What the shared driver needs to know about one kind of Estimator.
 
-    def __init__(self, estimator: Any, spec: EvalSpec, max_steps: int | None) -> None:
-        self.est, self.spec, self.max_steps = estimator, spec, max_steps
-        self.last_time = time.time()
-        self.last_step: int | None = None
-        self.result: tuple[dict[str, Any], list[Any]] | None = None
-        self.exported_final = False
+    Attributes:
+      estimator_type, train_spec_type, eval_spec_type: accepted types (TypeError otherwise).
+      listener_base: the CheckpointSaverListener class the Estimator's train accepts.
+      latest_checkpoint: ``estimator -> path | None`` of the newest complete checkpoint.
+      latest_step: ``estimator -> int``, that checkpoint's global step (0 without one).
+      saves_at_creation: the saver also saves (and calls ``after_save``) when the session
+        is created, as TensorFlow's CheckpointSaverHook does; that first save is not
+        evaluated (tf.estimator skips it too).
+    """
 
-    def due_by_time(self) -> bool:
-        return time.time() - self.last_time >= self.spec.throttle_secs
+    estimator_type: type
+    train_spec_type: type
+    eval_spec_type: type
+    listener_base: type
+    latest_checkpoint: Callable[[Any], str | None]
+    latest_step: Callable[[Any], int]
+    saves_at_creation: bool = False
 
-    def run(self, final: bool) -> None:
-        store = self.est._checkpoint_store()
-        store.wait()
-        step = store.latest_step()
-        if step is None:
-            return
-        final = final or (self.max_steps is not None and step >= self.max_steps)
-        path = store.path(step)
-        if step == self.last_step:  # evaluated already (TF does not evaluate it twice)
-            if final and not self.exported_final:  # the input ended before max_steps
-                self._export(path, self.result[0], step, final=True)
-            return
+
+class CheckpointEvaluator:
+    """Evaluates one EvalSpec on the newest checkpoint and runs its exporters (the
+    evaluator of tf.estimator's train_and_evaluate): a checkpoint already evaluated is
+    skipped, so no checkpoint is evaluated or exported twice.
+
+    ``eval_result`` / ``export_results`` are those of the last evaluation (None before).
+    """
+
+    def __init__(self, estimator: Any, spec: EvalSpec, max_steps: int | None, family: Family) -> None:
+        self.est, self.spec, self.max_steps, self.family = estimator, spec, max_steps, family
+        self.eval_result: dict[str, Any] | None = None
+        self.export_results: list[Any] | None = None
+        self._previous_path: str | None = None
+
+    def evaluate_and_export(self) -> bool:
+        """Evaluate and export the newest checkpoint unless it was done already; True
+        when it evaluated."""
+        path = self.family.latest_checkpoint(self.est)
+        if not path:
+            _log.warning("No checkpoint to evaluate yet.")
+            return False
+        if path == self._previous_path:
+            _log.info("Checkpoint %s was evaluated already; skipping it.", path)
+            return False
         metrics = self.est.evaluate(
             self.spec.input_fn,
             steps=self.spec.steps,
@@ -139,56 +201,85 @@ class _Evaluator:
             checkpoint_path=path,
             name=self.spec.name,
         )
-        self._export(path, metrics, step, final)
+        # tf.estimator's rule: the final export is the one at (or past) max_steps.
+        final = self.max_steps is not None and int(metrics["global_step"]) >= self.max_steps
+        base = os.path.join(os.fspath(self.est.model_dir), "export")
+        self.export_results = [
+            exporter.export(self.est, os.path.join(base, exporter.name), path, metrics, final)
+            for exporter in self.spec.exporters
+        ]
+        self.eval_result, self._previous_path = metrics, path
+        return True
 
-    def _export(self, path: str, metrics: dict[str, Any], step: int, final: bool) -> None:
-        exports = []
-        for exporter in self.spec.exporters:
-            export_path = os.path.join(self.est.model_dir, "export", exporter.name)
-            exports.append(exporter.export(self.est, export_path, path, metrics, final))
-        self.last_time, self.last_step, self.result = time.time(), step, (metrics, exports)
-        self.exported_final = final
 
+class EvaluateOnSave:
+    """The CheckpointSaverListener behaviour of tf.estimator's local train_and_evaluate:
+    after a save, evaluate when ``throttle_secs`` passed since the last evaluation
+    started; at the end of training, evaluate the last checkpoint unless it just was.
+    Mixed into the listener class of each Estimator family (``listener_for``)."""
 
-class _EvaluateAfterSave(CheckpointSaverListener):
-    def __init__(self, evaluators: list[_Evaluator]) -> None:
-        self.evaluators = evaluators
+    def __init__(self, evaluator: CheckpointEvaluator) -> None:
+        self.evaluator = evaluator
+        self._last_step: int | None = None
+        self._last_time = 0.0
+        self._skip_next = False
+
+    def begin(self) -> None:
+        self._last_step, self._skip_next = None, self.evaluator.family.saves_at_creation
 
     def after_save(self, session: Any, global_step_value: int) -> None:
-        for ev in self.evaluators:
-            if ev.due_by_time():
-                ev.run(final=False)
+        if self._skip_next:  # the save made when the session was created
+            self._skip_next = False
+            return
+        throttle = self.evaluator.spec.throttle_secs
+        due = self._last_step is None or (
+            global_step_value != self._last_step and time.time() - self._last_time >= throttle
+        )
+        if due:
+            self._evaluate(global_step_value)
+        else:
+            _log.info("Checkpoint at step %d not evaluated: throttle_secs=%s.", global_step_value, throttle)
+
+    def end(self, session: Any, global_step_value: int) -> None:
+        if global_step_value != self._last_step:
+            self._evaluate(global_step_value)
+
+    def _evaluate(self, step: int) -> None:
+        self._last_step, self._last_time = step, time.time()
+        self.evaluator.evaluate_and_export()
 
 
-def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) -> Any:
-    """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``
-    does in a single process.
+def listener_for(evaluator: CheckpointEvaluator) -> Any:
+    """An EvaluateOnSave that is also an instance of the family's listener base."""
+    cls = type("EvaluateOnSaveListener", (EvaluateOnSave, evaluator.family.listener_base), {})
+    return cls(evaluator)
 
-    Time-throttled EvalSpecs evaluate after a checkpoint save once ``throttle_secs``
-    passed. EvalSpecs with ``every_n_steps`` (beyond TF) make training run in chunks of
-    that many steps with an evaluation after each (input_fn is called again per chunk,
-    as after any restart). Every spec evaluates once more at the end, and exporters
-    see ``is_the_final_export=True`` for the last checkpoint (the one at max_steps, or
-    the last one when the input ended); no checkpoint is evaluated twice. Several EvalSpecs may be given (beyond TF),
-    each writing to its own ``eval_<name>`` directory.
 
-    Returns:
-      ``(eval_result, export_results)`` of the final evaluation; with a list of
-      EvalSpecs, a list of those pairs.
+def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> Any:
+    """The shared driver (see ``train_and_evaluate``); returns what it documents.
 
     Raises:
-      TypeError: a spec of the wrong type.
+      TypeError: an estimator or spec not of the family's types.
       ValueError: several EvalSpecs share a name.
     """
-    specs = eval_spec if isinstance(eval_spec, (list, tuple)) else [eval_spec]
-    if not isinstance(train_spec, TrainSpec) or not all(isinstance(s, EvalSpec) for s in specs):
-        raise TypeError("train_and_evaluate takes a TrainSpec and an EvalSpec (or a list of them).")
+    if not isinstance(estimator, family.estimator_type):
+        raise TypeError(
+            f"train_and_evaluate: estimator must be a {family.estimator_type.__name__}, "
+            f"got {type(estimator).__name__}."
+        )
+    if not isinstance(train_spec, family.train_spec_type):
+        raise TypeError(
+            f"train_and_evaluate: train_spec must be a TrainSpec, got {type(train_spec).__name__}."
+        )
+    specs = list(eval_spec) if isinstance(eval_spec, (list, tuple)) else [eval_spec]
+    if not specs or not all(isinstance(s, family.eval_spec_type) for s in specs):
+        raise TypeError("train_and_evaluate: eval_spec must be an EvalSpec (or a list of them).")
     if len({s.name for s in specs}) != len(specs):
         raise ValueError("train_and_evaluate: EvalSpecs need distinct names.")
-    evaluators = [_Evaluator(estimator, s, train_spec.max_steps) for s in specs]
+    evaluators = [CheckpointEvaluator(estimator, s, train_spec.max_steps, family) for s in specs]
     timed = [ev for ev in evaluators if ev.spec.every_n_steps is None]
     by_steps = [ev for ev in evaluators if ev.spec.every_n_steps is not None]
-    listeners = list(train_spec.saving_listeners) + ([_EvaluateAfterSave(timed)] if timed else [])
+    listeners = list(train_spec.saving_listeners) + [listener_for(ev) for ev in timed]
     if not by_steps:
         estimator.train(
             train_spec.input_fn,
@@ -197,31 +288,88 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
             saving_listeners=listeners,
         )
     else:
-        _train_in_chunks(estimator, train_spec, by_steps, listeners)
-    for ev in evaluators:
-        ev.run(final=True)
-    results = [ev.result for ev in evaluators]
+        _train_in_chunks(estimator, train_spec, by_steps, listeners, family)
+    results = [(ev.eval_result, ev.export_results) for ev in evaluators]
     return results if isinstance(eval_spec, (list, tuple)) else results[0]
 
 
 def _train_in_chunks(
-    estimator: Any, train_spec: TrainSpec, evaluators: list[_Evaluator], listeners: list[Any]
+    estimator: Any,
+    train_spec: Any,
+    evaluators: list[CheckpointEvaluator],
+    listeners: list[Any],
+    family: Family,
 ) -> None:
+    """``every_n_steps`` (beyond TF): train to the next multiple of the smallest N,
+    evaluate the specs whose multiple was crossed; at the end evaluate the last
+    checkpoint for every spec that has not seen it."""
     chunk = min(ev.spec.every_n_steps for ev in evaluators)
-    store = estimator._checkpoint_store()
     while True:
-        start = store.latest_step() or 0
+        start = family.latest_step(estimator)
+        if train_spec.max_steps is not None and start >= train_spec.max_steps:
+            break
         target = (start // chunk + 1) * chunk
         if train_spec.max_steps is not None:
-            if start >= train_spec.max_steps:
-                return
             target = min(target, train_spec.max_steps)
         estimator.train(
             train_spec.input_fn, hooks=train_spec.hooks, max_steps=target, saving_listeners=listeners
         )
-        reached = store.latest_step() or 0
+        reached = family.latest_step(estimator)
         for ev in evaluators:
             if reached // ev.spec.every_n_steps > start // ev.spec.every_n_steps:
-                ev.run(final=False)
+                ev.evaluate_and_export()
         if reached < target:  # the input ended
-            return
+            break
+    for ev in evaluators:
+        ev.evaluate_and_export()  # a no-op for a spec that evaluated the last checkpoint
+
+
+def _jaxspec_latest_checkpoint(estimator: Any) -> str | None:
+    store = estimator._checkpoint_store()
+    store.wait()  # Orbax saves in the background; evaluate complete checkpoints only
+    step = store.latest_step()
+    return None if step is None else store.path(step)
+
+
+def _jaxspec_latest_step(estimator: Any) -> int:
+    store = estimator._checkpoint_store()
+    store.wait()
+    return store.latest_step() or 0
+
+
+def _jaxspec_family() -> Family:
+    return Family(
+        estimator_type=Estimator,
+        train_spec_type=TrainSpec,
+        eval_spec_type=EvalSpec,
+        listener_base=CheckpointSaverListener,
+        latest_checkpoint=_jaxspec_latest_checkpoint,
+        latest_step=_jaxspec_latest_step,
+    )
+
+
+def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) -> Any:
+    """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``
+    does in a single process.
+
+    A CheckpointSaverListener evaluates after a checkpoint save once ``throttle_secs``
+    passed since the last evaluation, and once more at the end of training unless the
+    last checkpoint was just evaluated; no checkpoint is evaluated or exported twice.
+    Exporters run after each evaluation, with ``is_the_final_export=True`` when the
+    evaluated global step is >= ``train_spec.max_steps`` (as TF: never with
+    ``max_steps=None``). Beyond TF: EvalSpecs with ``every_n_steps`` make training run
+    in chunks of that many steps with an evaluation after each (input_fn is called again
+    per chunk, as after any restart); several EvalSpecs may be given, each writing to
+    its own ``eval_<name>`` directory.
+
+    Returns:
+      ``(eval_result, export_results)`` of the last evaluation: the metrics dict and one
+      entry per exporter, the export directory (bytes) it wrote or None;
+      ``(None, None)`` when nothing was evaluated (training had already reached
+      max_steps). With a list of EvalSpecs, a list of those pairs.
+
+    Raises:
+      TypeError: an estimator or spec of the wrong type.
+      ValueError: several EvalSpecs share a name.
+    """
+    return run_train_and_evaluate(estimator, train_spec, eval_spec, _jaxspec_family())

@@ -538,8 +538,8 @@ def test_supervised_receivers_like_tf():
 
         dataset = tf.data.Dataset.from_tensor_slices(
             ({"x": np.zeros((6, 3), np.float32)}, np.zeros(6, np.int64))
-        )
-        from_data = build_supervised_input_receiver_fn_from_input_fn(lambda: dataset.batch(4))()
+        ).batch(4)
+        from_data = build_supervised_input_receiver_fn_from_input_fn(lambda: dataset)()  # made outside
         assert from_data.features["x"].shape.as_list() == [None, 3]
         assert from_data.labels.dtype == tf.int64
         with pytest.raises(ValueError, match="labels"):

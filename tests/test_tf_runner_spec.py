@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tf_bridge
-from tf_bridge.hooks import HostCallHook
+from tf_bridge.session_hooks import HostCallFetchHook
 
 M = tf_bridge.ModeKeys
 
@@ -136,7 +136,7 @@ def test_tpu_spec_pairs_and_as_estimator_spec() -> None:
     cpu = spec.as_estimator_spec()
     assert isinstance(cpu, tf_bridge.EstimatorSpec) and cpu.scaffold is scaffold
     assert set(cpu.eval_metric_ops) == {"mae"}
-    hooks = [h for h in cpu.evaluation_hooks if isinstance(h, HostCallHook)]
+    hooks = [h for h in cpu.evaluation_hooks if isinstance(h, HostCallFetchHook)]
     assert len(hooks) == 1 and hooks[0].fetches.op.type == "Identity"
     assert hooks[0] in cpu.training_hooks and hooks[0] in cpu.prediction_hooks  # TF adds it to all three
 

@@ -2,11 +2,14 @@
 
 It also runs TF1-style model_fns on TensorFlow >= 2.16, where ``tf.estimator`` is gone:
 ``Estimator``, ``TPUEstimator`` (CPU path), ``NPUEstimator`` and their specs and configs
-(``tf_bridge.runner``, ``tf_bridge.npu``, ``tf_bridge.spec``).
+(``tf_bridge.runner``, ``tf_bridge.npu``, ``tf_bridge.spec``), ``train_and_evaluate`` with
+its specs and exporters (``tf_bridge.training``), and ``tf.estimator``'s namespace as
+``tf_bridge.estimator``.
 
 Importing this package imports TensorFlow; ``import jaxspec`` never does.
 """
 
+from tf_bridge import estimator
 from tf_bridge._compat import ExportCompatibilityError
 from tf_bridge._modes import ModeExport
 from tf_bridge.config import InputPipelineConfig, RunConfig, TPUConfig
@@ -42,8 +45,25 @@ from tf_bridge.spec import (
     RegressionOutput,
     TPUEstimatorSpec,
 )
+from tf_bridge.training import (
+    BestExporter,
+    EvalSpec,
+    Exporter,
+    FinalExporter,
+    LatestExporter,
+    TrainSpec,
+    train_and_evaluate,
+)
 
 __all__ = [
+    "estimator",
+    "train_and_evaluate",
+    "TrainSpec",
+    "LatestExporter",
+    "FinalExporter",
+    "Exporter",
+    "EvalSpec",
+    "BestExporter",
     "ClassificationOutput",
     "Estimator",
     "EstimatorSpec",

@@ -4,19 +4,19 @@
 The fields, defaults and validation are jaxspec's (``jaxspec.config``), which follow
 tf.estimator's; this module adds what a TensorFlow session needs: a default
 ``session_config`` (the one tf.estimator used), and the cluster properties tf.estimator
-exposes, for the single process tf_bridge runs in.
+exposes, read from ``TF_CONFIG`` (``tf_bridge.tf_config``).
 """
 
 from __future__ import annotations
 
-import json
-import os
+import functools
 from typing import Any
 
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from jaxspec import config as _jaxspec_config
+from tf_bridge import tf_config as _tf_config
 
 InputPipelineConfig = _jaxspec_config.InputPipelineConfig
 
@@ -33,21 +33,6 @@ def default_session_config() -> Any:
     )
 
 
-def check_single_process() -> None:
-    """tf_bridge runs one TensorFlow process; a ``TF_CONFIG`` naming a cluster is refused.
-
-    Raises:
-      NotImplementedError: ``TF_CONFIG`` has a non-empty ``cluster``.
-    """
-    raw = os.environ.get("TF_CONFIG", "")
-    cluster = json.loads(raw).get("cluster") if raw.strip() else None
-    if cluster:
-        raise NotImplementedError(
-            "TF_CONFIG names a cluster; tf_bridge runs model_fns in one process only "
-            "(use jaxspec's multi-process mesh, or TF's own distribution strategies)."
-        )
-
-
 class TPUConfig(_jaxspec_config.TPUConfig):
     """TPU loop and input settings (``tf.estimator.tpu.TPUConfig``).
 
@@ -56,6 +41,41 @@ class TPUConfig(_jaxspec_config.TPUConfig):
     ``Session.run``, so ``iterations_per_loop`` and the input pipeline mode are stored
     but do not change what is computed.
     """
+
+
+def _check_strategies(train_distribute: Any, eval_distribute: Any) -> None:
+    """tf.estimator's strategy rule: the TF2 ParameterServerStrategy does not run an
+    Estimator (its TF1 ``tf.compat.v1.distribute.experimental`` one does).
+
+    Raises:
+      ValueError: either is a ``tf.distribute.experimental.ParameterServerStrategy``.
+    """
+    v2 = tf.distribute.experimental.ParameterServerStrategy
+    for name, strategy in (("train_distribute", train_distribute), ("eval_distribute", eval_distribute)):
+        if strategy is not None and type(strategy) is v2:
+            raise ValueError(
+                f"RunConfig: {name} is a TF2 ParameterServerStrategy; an Estimator needs "
+                "tf.compat.v1.distribute.experimental.ParameterServerStrategy."
+            )
+
+
+def _check_session_config(session_config: Any) -> None:
+    if session_config is not None and not isinstance(session_config, tf.compat.v1.ConfigProto):
+        raise ValueError(
+            f"RunConfig: session_config must be a tf.compat.v1.ConfigProto, got {type(session_config).__name__}."
+        )
+
+
+def distributed_session_config(task_type: str, task_id: int) -> Any:
+    """tf.estimator's session_config for a task of a cluster when none is given: the
+    default one plus the task's device filters (``tf_config.device_filters``); None for
+    a task that gets none (an evaluator)."""
+    filters = _tf_config.device_filters(task_type, task_id)
+    if filters is None:
+        return None
+    config = default_session_config()
+    config.device_filters.extend(filters)
+    return config
 
 
 class RunConfig(_jaxspec_config.RunConfig):
@@ -68,47 +88,95 @@ class RunConfig(_jaxspec_config.RunConfig):
     ``log_step_count_steps=100``. ``session_config`` None means
     ``default_session_config()`` when a session is made, as tf.estimator did.
 
-    The cluster properties are those of TF's single-process RunConfig: chief, one worker,
-    no parameter servers, ``master=''``.
+    The cluster comes from the ``TF_CONFIG`` environment variable, read once here as
+    tf.estimator reads it (``tf_bridge.tf_config``): ``cluster_spec``, ``task_type``,
+    ``task_id``, ``is_chief``, ``master`` and ``evaluation_master`` (``''`` without a
+    cluster), ``num_ps_replicas``, ``num_worker_replicas``, ``global_id_in_cluster``,
+    ``service``; its ``model_dir`` is used when none is given; in a cluster, a task
+    given no ``session_config`` gets the default one with the task's device filters.
+    ``master``/``evaluation_master`` given as arguments (the TPU RunConfig's) win.
 
     Raises:
-      ValueError / TypeError: as ``jaxspec.RunConfig``.
+      ValueError: as ``jaxspec.RunConfig``; TF_CONFIG's cluster or task invalid (see
+        ``tf_config.cluster_settings``), its model_dir empty or different from
+        ``model_dir``; ``session_config`` not a ``tf.compat.v1.ConfigProto``; a TF2
+        ParameterServerStrategy as ``train_distribute``/``eval_distribute``.
+      TypeError: as ``jaxspec.RunConfig``; TF_CONFIG's ``service`` not a dict.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _check_strategies(self.train_distribute, self.eval_distribute)
+        _check_session_config(self.session_config)
+        tf_config = _tf_config.read_tf_config()
+        settings = _tf_config.cluster_settings(tf_config)
+        set_field = functools.partial(object.__setattr__, self)
+        set_field("_model_dir", _tf_config.model_dir_from(tf_config, self.model_dir))
+        set_field("_cluster_settings", settings)
+        if self._master is None:
+            set_field("_master", settings.master)
+            if self._evaluation_master is None:
+                set_field("_evaluation_master", settings.evaluation_master)
+        if self.session_config is None and settings.cluster_spec.jobs:
+            set_field("_session_config", distributed_session_config(settings.task_type, settings.task_id))
+
+    def replace(self, **kwargs: Any) -> RunConfig:
+        """As ``jaxspec.RunConfig.replace``; the cluster settings are kept (TF_CONFIG is
+        not read again), as tf.estimator.
+
+        Raises:
+          ValueError / TypeError: as the constructor's field rules.
+        """
+        new = super().replace(**kwargs)
+        _check_strategies(new.train_distribute, new.eval_distribute)
+        _check_session_config(new.session_config)
+        return new
 
     @property
     def is_chief(self) -> bool:
-        """Always True: tf_bridge runs in one process."""
-        return True
+        """True for the ``chief`` (or ``master``) task, and without a cluster."""
+        return self._cluster_settings.is_chief
 
     @property
     def num_worker_replicas(self) -> int:
-        """1 (one process)."""
-        return 1
+        """Training tasks: workers plus the chief (1 without a cluster, 0 on an evaluator)."""
+        return self._cluster_settings.num_worker_replicas
 
     @property
     def num_ps_replicas(self) -> int:
-        """0 (no parameter servers)."""
-        return 0
+        """Parameter server tasks in the cluster."""
+        return self._cluster_settings.num_ps_replicas
 
     @property
     def task_type(self) -> str:
-        """``'worker'``, TF's task type for a process without TF_CONFIG."""
-        return "worker"
+        """TF_CONFIG's task type; ``'worker'`` without a cluster."""
+        return self._cluster_settings.task_type
 
     @property
     def task_id(self) -> int:
-        """0."""
-        return 0
+        """TF_CONFIG's task index; 0 without a cluster."""
+        return self._cluster_settings.task_id
 
     @property
-    def global_id_in_cluster(self) -> int:
-        """0."""
-        return 0
+    def global_id_in_cluster(self) -> int | None:
+        """The task's index among all training tasks (chief first, then the other jobs by
+        name, parameter servers last); None on an evaluator."""
+        return self._cluster_settings.global_id_in_cluster
 
     @property
     def cluster_spec(self) -> Any:
-        """An empty ``tf.train.ClusterSpec``."""
-        return tf.train.ClusterSpec({})
+        """The ``tf.train.ClusterSpec`` (empty without a cluster and on an evaluator)."""
+        return self._cluster_settings.cluster_spec
+
+    @property
+    def service(self) -> dict[str, Any] | None:
+        """TF_CONFIG's ``service`` dict, or None."""
+        return self._cluster_settings.service
+
+    @property
+    def session_master(self) -> str:
+        """The master training sessions connect to (``master``)."""
+        return self.master
 
     def session_target(self) -> str:
         """The session target: ``master`` or ``''`` (in-process)."""
@@ -119,4 +187,10 @@ class RunConfig(_jaxspec_config.RunConfig):
         return self.session_config if self.session_config is not None else default_session_config()
 
 
-__all__ = ["InputPipelineConfig", "RunConfig", "TPUConfig", "check_single_process", "default_session_config"]
+__all__ = [
+    "InputPipelineConfig",
+    "RunConfig",
+    "TPUConfig",
+    "default_session_config",
+    "distributed_session_config",
+]

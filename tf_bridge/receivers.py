@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tf_bridge.runner.inputs import split_features_labels
+
 # Keys used when a single tensor is given instead of a dict (TF's names).
 FEATURE_KEY = "feature"
 RECEIVER_KEY = "input"
@@ -323,18 +325,41 @@ def build_raw_supervised_input_receiver_fn(
     return supervised_input_receiver_fn
 
 
-def _first_batch(result: Any) -> tuple[Any, Any]:
-    """``(features, labels)`` of one element: a dataset's element spec (its unknown
-    dimensions stay unknown), else the first batch an iterable or single batch gives."""
-    from jaxspec.loop.inputs import iterate_batches
+def _is_part(value: Any) -> bool:
+    """A features or labels value: a tensor, an array, a TensorSpec or a dict of them."""
+    return isinstance(value, Mapping) or (hasattr(value, "shape") and hasattr(value, "dtype"))
 
-    spec = getattr(result, "element_spec", None)
-    if spec is not None:
-        if isinstance(spec, tuple) and len(spec) == 2:
-            return spec[0], spec[1]
-        return spec, None
-    for features, labels in iterate_batches(result, "eval"):
-        return features, labels
+
+def _iterator_specs(dataset: Any) -> Any:
+    """A dataset's element as TensorSpecs named like the tensors its iterator gives
+    (``IteratorGetNext``), for a dataset made outside the graph being built."""
+    return tf.nest.map_structure(
+        lambda s: tf.TensorSpec(s.shape, s.dtype, name="IteratorGetNext"), dataset.element_spec
+    )
+
+
+def _features_and_labels(result: Any) -> tuple[Any, Any]:
+    """``(features, labels)`` from what input_fn returned, read as tf.estimator reads it
+    (a Dataset's ``get_next()``, a ``(features, labels)`` pair, or features alone); an
+    iterable of such batches (jaxspec's input_fns) gives its first batch.
+
+    Raises:
+      ValueError: a pair of more or fewer than two parts, or no data.
+    """
+    if isinstance(result, tf.data.Dataset):
+        try:
+            result = tf.compat.v1.data.make_initializable_iterator(result).get_next()
+        except ValueError:  # made in another graph: its element spec has what is needed
+            result = _iterator_specs(result)
+        return split_features_labels(result)
+    if _is_part(result):
+        return result, None
+    if isinstance(result, (tuple, list)) and all(_is_part(part) for part in result):
+        return split_features_labels(result)
+    if isinstance(result, tuple) or not hasattr(result, "__iter__"):
+        return split_features_labels(result)
+    for batch in result:
+        return _features_and_labels(batch)
     raise ValueError("input_fn gave no data to take the features' and labels' shapes from.")
 
 
@@ -344,12 +369,15 @@ def build_supervised_input_receiver_fn_from_input_fn(
     """A TRAIN/EVAL input receiver fn shaped like what ``input_fn`` gives (TF's
     ``build_supervised_input_receiver_fn_from_input_fn``).
 
-    ``input_fn(**input_fn_args)`` is called once, now: a ``tf.data.Dataset`` (its
-    element spec), an iterable of ``(features, labels)`` batches (the first one) or one
-    such batch, as jaxspec's input_fns give them. Placeholders follow their dtypes and
-    shapes, axis 0 unknown (see ``build_raw_supervised_input_receiver_fn``); a graph
-    tensor's op lends its name (TF's placeholders are named after the iterator op),
-    anything else gives ``Placeholder[_N]``.
+    ``input_fn(**input_fn_args)`` is called once, now, in a fresh ``tf.Graph`` (as TF
+    does, so its ops never enter the caller's graph), and read as tf.estimator reads
+    it: a ``tf.data.Dataset`` (its iterator's ``get_next()``; a dataset built outside
+    input_fn is read from its element spec), a ``(features, labels)`` pair of tensors or
+    arrays, or features alone; beyond TF, an iterable of such batches (jaxspec's
+    input_fns) gives its first one. Placeholders follow the dtypes and shapes, axis 0
+    unknown (see ``build_raw_supervised_input_receiver_fn``), and are named after the
+    tensors' ops as TF names them (``IteratorGetNext[_N]`` for a dataset); an array
+    gives TF's default ``Placeholder[_N]``.
 
     Returns:
       A no-argument function returning a ``SupervisedInputReceiver``, for
@@ -357,7 +385,10 @@ def build_supervised_input_receiver_fn_from_input_fn(
       experimental_mode=TRAIN or EVAL)``.
 
     Raises:
-      ValueError: input_fn gives no labels or no data, or features and labels share a key.
+      ValueError: input_fn gives features only (a supervised receiver needs labels), no
+        data, a tuple of other than two parts, or features and labels sharing a key.
     """
-    features, labels = _first_batch(input_fn(**input_fn_args))
+    with tf.Graph().as_default():
+        features, labels = _features_and_labels(input_fn(**input_fn_args))
+    # The placeholders are made later, in the graph the receiver fn is called in.
     return build_raw_supervised_input_receiver_fn(features, labels)

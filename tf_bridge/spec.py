@@ -29,6 +29,7 @@ from jaxspec.spec.estimator_spec import (
     check_train_op,
 )
 from jaxspec.spec.host_call import call_with_tensors, validate_fn_tensors_pair
+from tf_bridge.session_hooks import HostCallFetchHook
 
 ExportOutput = _tf_export_output.ExportOutput
 ClassificationOutput = _tf_export_output.ClassificationOutput
@@ -471,21 +472,19 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
         """The EstimatorSpec TPUEstimator runs on CPU (``use_tpu=False``), as TF builds it:
         ``metric_fn`` and ``host_fn`` are called now, in the graph, on the tensors as they
         are (no concatenation, no rank rule); ``eval_metric_ops`` is metric_fn's result;
-        host_fn's result is fetched at every step by a ``HostCallHook`` added to all
+        host_fn's result is fetched at every step by a ``HostCallFetchHook`` added to all
         three hook lists; the scaffold comes from ``scaffold_fn``.
 
         Raises:
           TypeError / ValueError: what metric_fn, host_fn or scaffold_fn raise, or what
             EstimatorSpec raises for their results.
         """
-        from tf_bridge.hooks import HostCallHook
-
         eval_metric_ops = None
         if self.eval_metrics is not None:
             eval_metric_ops = call_with_tensors(*self.eval_metrics)
         hooks: tuple[Any, ...] = ()
         if self.host_call is not None:
-            hooks = (HostCallHook(call_with_tensors(*self.host_call)),)
+            hooks = (HostCallFetchHook(call_with_tensors(*self.host_call)),)
         scaffold = self.scaffold_fn() if self.scaffold_fn is not None else None
         return EstimatorSpec(
             mode=self.mode,

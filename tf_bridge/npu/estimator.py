@@ -29,11 +29,11 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
-from tf_bridge.hooks import HostCallHook
 from tf_bridge.npu.config import NPURunConfig
 from tf_bridge.npu.optimizer import rank_size
 from tf_bridge.runner.estimator import Estimator
-from tf_bridge.runner.inputs import call_model_fn
+from tf_bridge.runner.inputs import call_model_fn, fn_args
+from tf_bridge.session_hooks import HostCallFetchHook
 from tf_bridge.spec import EstimatorSpec, NPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -42,7 +42,7 @@ _log = logging.getLogger("tf_bridge")
 def load_adapter() -> Any:
     """Ascend's ``npu_bridge.estimator.npu`` modules (npu_estimator, npu_config), or None
     when ``npu_bridge`` does not import."""
-    try:
+    try:  # optional: Ascend's adapter is installed only on NPU hosts
         from npu_bridge.estimator.npu import npu_config, npu_estimator
     except ImportError:
         return None
@@ -73,8 +73,6 @@ def _adapter_estimator(
     npu_estimator, npu_config = adapter
     if not isinstance(config, NPURunConfig):
         raise ValueError(f"NPUEstimator needs config, a tf_bridge NPURunConfig; got {type(config).__name__}.")
-    from jaxspec._fn_args import fn_arg_names as fn_args
-
     names = fn_args(model_fn)
 
     def adapter_model_fn(features: Any, labels: Any, mode: str, params: Any, config: Any) -> Any:
@@ -93,7 +91,7 @@ def _adapter_estimator(
 
 
 def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
-    """The spec with its host_call turned into a per-step HostCallHook (first hook of the
+    """The spec with its host_call turned into a per-step HostCallFetchHook (first hook of the
     mode) and ``loss`` made to depend on the host_call's tensors."""
     host_fn, tensors = spec.host_call
     anchor = spec.train_op if mode == ModeKeys.TRAIN else spec.loss
@@ -102,7 +100,7 @@ def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
     fetches = call_with_tensors(host_fn, after_step)
     with tf.control_dependencies(tf.nest.flatten(after_step)):
         loss = tf.identity(spec.loss)
-    hook = HostCallHook(fetches)
+    hook = HostCallFetchHook(fetches)
     if mode == ModeKeys.TRAIN:
         return spec._replace(loss=loss, training_hooks=(hook,) + tuple(spec.training_hooks))
     return spec._replace(loss=loss, evaluation_hooks=(hook,) + tuple(spec.evaluation_hooks))

@@ -13,19 +13,20 @@ import collections
 import copy
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig, check_single_process
+from tf_bridge.config import RunConfig
 from tf_bridge.runner import evaluate as _evaluate
 from tf_bridge.runner import export as _export
 from tf_bridge.runner import predict as _predict
 from tf_bridge.runner import train as _train
 from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
+from tf_bridge.session_hooks import StopAfterNEvalsHook
 from tf_bridge.spec import EstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -89,7 +90,9 @@ def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
 
 
 def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -> Any:
-    """The config with model_dir settled as tf.estimator does.
+    """The config, checked to be a ``config_type``, with model_dir settled by jaxspec's
+    ``resolve_model_dir`` (tf.estimator's rule: the two must agree; neither set means a
+    temporary directory).
 
     Raises:
       ValueError: config is not a ``config_type``, or two different model_dirs.
@@ -98,18 +101,7 @@ def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -
         config = config_type()
     if not isinstance(config, config_type):
         raise ValueError(f"config must be a tf_bridge {config_type.__name__}, got {type(config).__name__}.")
-    model_dir = os.fsdecode(model_dir) if model_dir else None
-    if model_dir and config.model_dir and config.model_dir != model_dir:
-        raise ValueError(
-            f"model_dir {model_dir!r} given to the Estimator differs from config.model_dir {config.model_dir!r}."
-        )
-    if model_dir:
-        return config.replace(model_dir=model_dir)
-    if not config.model_dir:
-        model_dir = tempfile.mkdtemp(prefix="tf_bridge_")
-        _log.warning("No model_dir given; using the temporary directory %s.", model_dir)
-        return config.replace(model_dir=model_dir)
-    return config
+    return resolve_model_dir(config, os.fsdecode(model_dir) if model_dir else None)
 
 
 def check_hooks(hooks: Any) -> list[Any]:
@@ -161,7 +153,6 @@ class Estimator:
     Raises:
       ValueError: config of another type (checked first), model_fn missing, conflicting
         model_dirs, model_fn arguments tf.estimator refuses, a bad warm_start_from.
-      NotImplementedError: ``TF_CONFIG`` names a cluster (one process only).
     """
 
     _spec_types: tuple[type, ...] = (EstimatorSpec,)
@@ -177,7 +168,6 @@ class Estimator:
         warm_start_from: Any = None,
     ) -> None:
         self._config = resolve_config(config, model_dir, self._config_type)
-        check_single_process()
         if model_fn is None:
             raise ValueError("model_fn is required.")
         verify_model_fn_args(model_fn, params)
@@ -275,11 +265,17 @@ class Estimator:
         (``tf.estimator.Estimator.train``). Returns self.
 
         Raises:
-          ValueError: both steps and max_steps, a non-positive one, saving_listeners without
-            checkpoint saving; what model_fn / the spec raise.
+          ValueError: the task is an ``evaluator`` or ``ps`` (TF_CONFIG), both steps and
+            max_steps, a non-positive one, saving_listeners without checkpoint saving;
+            what model_fn / the spec raise.
           TypeError: a hook or listener of the wrong type.
           tf.compat.v1.train.NanLossDuringTrainingError: the loss became NaN.
         """
+        if self._config.task_type in ("evaluator", "ps"):
+            raise ValueError(
+                f"train() on a {self._config.task_type!r} task: in a cluster, call "
+                "tf_bridge.train_and_evaluate, which runs each task's part."
+            )
         if steps is not None and max_steps is not None:
             raise ValueError("give steps or max_steps, not both.")
         _check_steps("steps", steps)
@@ -320,8 +316,6 @@ class Estimator:
           ValueError: steps <= 0, a metric named ``loss``/``global_step``; what model_fn raises.
           TypeError: a hook of the wrong type.
         """
-        from tf_bridge.hooks import StopAfterNEvalsHook
-
         hooks = check_hooks(hooks)
         if steps is not None:
             _check_steps("steps", steps)

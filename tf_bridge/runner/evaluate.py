@@ -18,8 +18,8 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.hooks import StopAfterNEvalsHook
 from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
+from tf_bridge.session_hooks import StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
 

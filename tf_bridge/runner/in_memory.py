@@ -9,7 +9,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from tf_bridge.runner.estimator import Estimator, check_hooks
 from tf_bridge.runner.evaluate import build_eval_graph, evaluate_once, write_dict_to_summary
+from tf_bridge.session_hooks import StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
 
@@ -47,9 +49,6 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
         name: str | None = None,
         every_n_iter: int = 100,
     ) -> None:
-        from tf_bridge.hooks import StopAfterNEvalsHook
-        from tf_bridge.runner.estimator import Estimator, check_hooks
-
         if not isinstance(estimator, Estimator):
             raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
         if every_n_iter is None or every_n_iter <= 0:

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.config import RunConfig
-from tf_bridge.hooks import ExamplesPerSecondHook
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.inputs import call_model_fn, fn_args
+from tf_bridge.session_hooks import ExamplesPerSecondHook
 from tf_bridge.spec import EstimatorSpec, TPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")

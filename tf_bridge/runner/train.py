@@ -17,8 +17,8 @@ import tensorflow as tf
 from tensorflow.python.training import training_util
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.hooks import HostCallHook
 from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
+from tf_bridge.session_hooks import HostCallFetchHook
 
 _log = logging.getLogger("tf_bridge")
 
@@ -111,7 +111,7 @@ def _chief_hooks(est: Any, spec: Any, worker: list[Any], saving_listeners: list[
 
 def _per_step_fetches(hooks: list[Any]) -> list[Any]:
     """What must run at every step even inside a loop: the host calls."""
-    return [h.fetches for h in hooks if isinstance(h, HostCallHook) and h.fetches is not None]
+    return [h.fetches for h in hooks if isinstance(h, HostCallFetchHook) and h.fetches is not None]
 
 
 def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[Any]) -> Any:
@@ -154,7 +154,7 @@ def train_with_spec(
     loss, steps = None, 0
     with tf.compat.v1.train.MonitoredTrainingSession(
         master=config.session_target(),
-        is_chief=True,
+        is_chief=config.is_chief,
         checkpoint_dir=est.model_dir,
         scaffold=spec.scaffold,
         hooks=worker,

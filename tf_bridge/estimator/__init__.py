@@ -1,0 +1,76 @@
+"""``tf.estimator``'s namespace on tf_bridge: ``import tf_bridge.estimator as tf_estimator``
+and code written against ``tf.estimator`` (TF <= 2.15) finds its names where it looked for
+them. Each name is tf_bridge's implementation, or TensorFlow's own where
+``tf.compat.v1.train`` still has it (the session hooks and CheckpointSaverListener).
+"""
+
+import tensorflow as tf
+
+from jaxspec.mode_keys import ModeKeys
+from tf_bridge.config import RunConfig
+from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.runner.estimator import Estimator, WarmStartSettings
+from tf_bridge.spec import EstimatorSpec
+from tf_bridge.training import (
+    BestExporter,
+    EvalSpec,
+    Exporter,
+    FinalExporter,
+    LatestExporter,
+    TrainSpec,
+    train_and_evaluate,
+)
+
+_train = tf.compat.v1.train
+CheckpointSaverHook = _train.CheckpointSaverHook
+CheckpointSaverListener = _train.CheckpointSaverListener
+FeedFnHook = _train.FeedFnHook
+FinalOpsHook = _train.FinalOpsHook
+GlobalStepWaiterHook = _train.GlobalStepWaiterHook
+LoggingTensorHook = _train.LoggingTensorHook
+NanLossDuringTrainingError = _train.NanLossDuringTrainingError
+NanTensorHook = _train.NanTensorHook
+ProfilerHook = _train.ProfilerHook
+SecondOrStepTimer = _train.SecondOrStepTimer
+SessionRunArgs = _train.SessionRunArgs
+SessionRunContext = _train.SessionRunContext
+SessionRunHook = _train.SessionRunHook
+SessionRunValues = _train.SessionRunValues
+StepCounterHook = _train.StepCounterHook
+StopAtStepHook = _train.StopAtStepHook
+SummarySaverHook = _train.SummarySaverHook
+
+__all__ = [
+    "BestExporter",
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "Estimator",
+    "EstimatorSpec",
+    "EvalSpec",
+    "Exporter",
+    "FeedFnHook",
+    "FinalExporter",
+    "FinalOpsHook",
+    "GlobalStepWaiterHook",
+    "LatestExporter",
+    "LoggingTensorHook",
+    "ModeKeys",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "ProfilerHook",
+    "RunConfig",
+    "SecondOrStepTimer",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "SummarySaverHook",
+    "TrainSpec",
+    "WarmStartSettings",
+    "experimental",
+    "export",
+    "tpu",
+    "train_and_evaluate",
+]

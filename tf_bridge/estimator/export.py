@@ -1,0 +1,20 @@
+"""``tf.estimator.export``: serving input receivers and export outputs."""
+
+from tf_bridge.receivers import (
+    ServingInputReceiver,
+    TensorServingInputReceiver,
+    build_parsing_serving_input_receiver_fn,
+    build_raw_serving_input_receiver_fn,
+)
+from tf_bridge.spec import ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput
+
+__all__ = [
+    "ClassificationOutput",
+    "ExportOutput",
+    "PredictOutput",
+    "RegressionOutput",
+    "ServingInputReceiver",
+    "TensorServingInputReceiver",
+    "build_parsing_serving_input_receiver_fn",
+    "build_raw_serving_input_receiver_fn",
+]
