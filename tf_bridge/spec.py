@@ -22,6 +22,7 @@ from tensorflow.python.saved_model.model_utils import export_output as _tf_expor
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.estimator_spec import (
     check_eval_metric_ops,
+    check_export_outputs,
     check_loss,
     check_mode,
     check_mode_unchanged,
@@ -225,33 +226,22 @@ def check_tf_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
 
 
 def check_tf_export_outputs(export_outputs: Any, predictions: Any, cls: str) -> dict[str, Any]:
-    """PREDICT: None becomes ``{'serving_default': PredictOutput(predictions)}``; one head
-    is also aliased as ``serving_default``; TensorFlow's ExportOutput classes only.
+    """PREDICT: jaxspec's ``check_export_outputs`` (default head, alias, one head per key)
+    with TensorFlow's ExportOutput classes.
 
     Raises:
       TypeError: not a dict, or a value that is not a TF ExportOutput (the key is named).
       ValueError: several heads and none keyed ``serving_default``; or predictions
         PredictOutput rejects when the default head is built.
     """
-    if export_outputs is None:
-        return {SERVING_DEFAULT: PredictOutput(predictions)}
-    if not isinstance(export_outputs, dict):
-        raise TypeError(f"{cls}: export_outputs must be a dict, got {_type_name(export_outputs)}.")
-    for key, value in export_outputs.items():
-        if not isinstance(value, ExportOutput):
-            raise TypeError(
-                f"{cls}: export_outputs[{key!r}] must be a TensorFlow ExportOutput "
-                f"(tf_bridge.ClassificationOutput/RegressionOutput/PredictOutput), got {_type_name(value)}."
-            )
-    export_outputs = dict(export_outputs)
-    if len(export_outputs) == 1:
-        export_outputs.setdefault(SERVING_DEFAULT, next(iter(export_outputs.values())))
-    elif len(export_outputs) > 1 and SERVING_DEFAULT not in export_outputs:
-        raise ValueError(
-            f"{cls}: export_outputs has {len(export_outputs)} heads {sorted(map(str, export_outputs))} "
-            f"and none is keyed {SERVING_DEFAULT!r}; key the default head so."
-        )
-    return export_outputs
+    return check_export_outputs(
+        export_outputs,
+        predictions,
+        cls,
+        output_type=ExportOutput,
+        predict_output=PredictOutput,
+        expected="a TensorFlow ExportOutput (tf_bridge.ClassificationOutput/RegressionOutput/PredictOutput)",
+    )
 
 
 def _common_fields(

@@ -32,7 +32,7 @@ from jaxspec.spec.host_call import call_with_tensors
 from tf_bridge.npu.config import NPURunConfig
 from tf_bridge.npu.optimizer import rank_size
 from tf_bridge.runner.estimator import Estimator
-from tf_bridge.runner.inputs import call_model_fn, fn_args
+from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
 from tf_bridge.session_hooks import HostCallFetchHook
 from tf_bridge.spec import EstimatorSpec, NPUEstimatorSpec
 
@@ -73,7 +73,7 @@ def _adapter_estimator(
     npu_estimator, npu_config = adapter
     if not isinstance(config, NPURunConfig):
         raise ValueError(f"NPUEstimator needs config, a tf_bridge NPURunConfig; got {type(config).__name__}.")
-    names = fn_args(model_fn)
+    names = fn_arg_names(model_fn)
 
     def adapter_model_fn(features: Any, labels: Any, mode: str, params: Any, config: Any) -> Any:
         available = {"labels": labels, "mode": mode, "params": params, "config": config}

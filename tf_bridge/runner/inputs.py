@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec._fn_args import check_declared_args
-from jaxspec._fn_args import fn_arg_names as fn_args
+from jaxspec._fn_args import fn_arg_names
 
 _log = logging.getLogger("tf_bridge")
 
@@ -82,7 +82,7 @@ def parse_input_fn_result(result: Any) -> tuple[Any, Any, list[Any]]:
 
 def call_input_fn(input_fn: Callable[..., Any], mode: str, params: Any, config: Any) -> Any:
     """Call ``input_fn`` with the declared ``mode``/``params``/``config``, on the CPU."""
-    names = fn_args(input_fn)
+    names = fn_arg_names(input_fn)
     available = {"mode": mode, "params": params, "config": config}
     kwargs = {name: available[name] for name in names if name in available}
     with tf.compat.v1.device("/cpu:0"):
@@ -104,7 +104,7 @@ def call_model_fn(
       ValueError: labels exist but model_fn takes none, or model_fn returned something
         other than one of ``spec_types``.
     """
-    names = fn_args(model_fn)
+    names = fn_arg_names(model_fn)
     kwargs: dict[str, Any] = {}
     if "labels" in names:
         kwargs["labels"] = labels

@@ -18,7 +18,7 @@ import tensorflow as tf
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.config import RunConfig
 from tf_bridge.runner.estimator import Estimator
-from tf_bridge.runner.inputs import call_model_fn, fn_args
+from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
 from tf_bridge.session_hooks import ExamplesPerSecondHook
 from tf_bridge.spec import EstimatorSpec, TPUEstimatorSpec
 
@@ -153,7 +153,7 @@ class TPUEstimator(Estimator):
         return params
 
     def _check_input_fn(self, input_fn: Callable[..., Any]) -> None:
-        if "params" not in fn_args(input_fn):
+        if "params" not in fn_arg_names(input_fn):
             raise ValueError(
                 "input_fn must take params: TPUEstimator passes the batch size as params['batch_size']."
             )
@@ -220,7 +220,7 @@ class TPUEstimator(Estimator):
         Raises:
           ValueError: model_fn takes no params, or returns neither spec type.
         """
-        if "params" not in fn_args(self._model_fn):
+        if "params" not in fn_arg_names(self._model_fn):
             raise ValueError(
                 "model_fn must take params: TPUEstimator passes the batch size as params['batch_size']."
             )
