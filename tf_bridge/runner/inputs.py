@@ -14,8 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec._fn_args import check_declared_args
-from jaxspec._fn_args import fn_arg_names
+from jaxspec._fn_args import check_declared_args, fn_arg_names
 
 _log = logging.getLogger("tf_bridge")
 
