@@ -5,6 +5,7 @@
 
 from jaxspec import export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
+from jaxspec.engine.compilation_cache import enable_compilation_cache
 from jaxspec.engine.cross_shard import CrossShardOptimizer
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
@@ -42,6 +43,7 @@ from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
 __version__ = "0.1.0"
 
 __all__ = [
+    "enable_compilation_cache",
     "BestExporter",
     "CheckpointSaverHook",
     "CheckpointSaverListener",

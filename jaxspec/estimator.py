@@ -17,6 +17,7 @@ from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_
 from jaxspec._trees import named_leaves
 from jaxspec.cluster import maybe_initialize
 from jaxspec.config import RunConfig
+from jaxspec.engine.compilation_cache import ensure_compilation_cache
 from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 from jaxspec.loop.evaluate import run_evaluate
 from jaxspec.loop.export import ExportSource, export_source
@@ -118,6 +119,7 @@ class Estimator:
         self._params = copy.deepcopy(params or {})
         self._init_fn = init_fn
         self._store: CheckpointStore | None = None
+        ensure_compilation_cache()  # a later process on this model_dir skips XLA compiles
         self._compile_cache: dict[str, Any] = {}  # compiled loops and the state tree, kept across calls
 
     #: Whether model_fn must declare ``params`` (TPUEstimator's rule, checked per call).

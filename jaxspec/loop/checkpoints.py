@@ -114,6 +114,11 @@ class CheckpointStore:
         restored = restore_on_host(self.path(step))
         return {name: np.asarray(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
 
+    def refresh(self) -> None:
+        """Read the checkpoint list from disk again (another process or Estimator may
+        have written to this model_dir since this store last looked)."""
+        self._manager.reload()
+
     def metadata(self, step: int) -> Any:
         """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""
         return self._manager.item_metadata(step)

@@ -3,7 +3,7 @@ state restored or initialised, the global step and the random key."""
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import logging
 import os
 import re
@@ -16,6 +16,7 @@ import numpy as np
 from jaxspec._fn_args import call_with_declared
 from jaxspec._trees import shape_signature
 from jaxspec.engine.mesh import put_replicated, put_stacked, replicated, stacked_batch_sharding
+from jaxspec.engine.multihost import agree
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.plan import RunPlan
@@ -40,6 +41,54 @@ def previous_treedef_matches(previous: Any, current: Any) -> bool:
     return previous.num_leaves == current.num_leaves and strip(previous) == strip(current)
 
 
+class ModeCache:
+    """What one Estimator keeps per mode across calls: the StepEngine (whose first trace
+    holds the spec's hooks, host functions and scaffold), the jitted loop, and the
+    loop lowered and compiled per input shape signature. A later call with the same
+    signature neither traces model_fn nor compiles."""
+
+    def __init__(self, engine: StepEngine, mode: str) -> None:
+        self.engine = engine
+        self.loop = {
+            ModeKeys.TRAIN: engine.train_loop,
+            ModeKeys.EVAL: engine.eval_loop,
+            ModeKeys.PREDICT: engine.predict_loop,
+        }[mode]()
+        self.lowered: dict[Any, Any] = {}
+        self.compiled: dict[Any, Any] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveState:
+    """The state a call ended with, kept on the Estimator so that the next call need not
+    read it back from disk: valid while the checkpoint of ``step`` on disk is the very
+    directory it was when recorded (``identity``: inode and mtime), on the same mesh."""
+
+    step: int
+    state: Any
+    mesh: Any
+    identity: tuple[int, int]
+
+
+def checkpoint_identity(path: str) -> tuple[int, int] | None:
+    """(inode, mtime in ns) of a checkpoint step directory, or None when it is absent.
+    Orbax writes a checkpoint under a temporary name and renames it when complete, so a
+    checkpoint rewritten by anyone gets a new identity."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def mode_cache(plan: RunPlan, make_engine: Any) -> ModeCache:
+    """The plan's ModeCache for its mode (created with ``make_engine()`` on first use)."""
+    caches = plan.compile_cache.setdefault("modes", {})
+    if plan.mode not in caches:
+        caches[plan.mode] = ModeCache(make_engine(), plan.mode)
+    return caches[plan.mode]
+
+
 class CompiledCall:
     """The compiled loop and the state of one train/evaluate/predict call (or export).
 
@@ -47,25 +96,20 @@ class CompiledCall:
       plan: the call's RunPlan (mode, init_fn, checkpoint store, seed, warm start and
         the Estimator's compile cache, which keeps compiled executables and the state's
         tree across calls).
-      engine: the StepEngine of this call (model_fn is traced once per input shape).
+      cache: the Estimator's ModeCache for this mode (engine, lowered and compiled loops).
       first_batch: the first step's host ``(features, labels)`` (for init_fn and tracing).
       checkpoint_path: restore this checkpoint step directory instead of the latest.
     """
 
     def __init__(
-        self, plan: RunPlan, engine: StepEngine, first_batch: Any, checkpoint_path: str | None = None
+        self, plan: RunPlan, cache: ModeCache, first_batch: Any, checkpoint_path: str | None = None
     ) -> None:
-        self.engine = engine
+        self.engine = engine = cache.engine
         self.mode = plan.mode
         self.mesh = engine.mesh
         self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(plan.seed or 0))
-        self._loop = {
-            ModeKeys.TRAIN: engine.train_loop,
-            ModeKeys.EVAL: engine.eval_loop,
-            ModeKeys.PREDICT: engine.predict_loop,
-        }[plan.mode]()
-        self._compiled: dict[Any, Any] = {}
-        self._lowered: dict[Any, Any] = {}
+        self._cache = cache
+        self._loop = cache.loop
         self._shared = plan.compile_cache
         self._init_fn = plan.init_fn
         self._first_batch = first_batch
@@ -75,11 +119,13 @@ class CompiledCall:
         self.abstract_state = self._abstract_state()
         self.state: Any = None
         self.global_step = self.restored_step or 0
+        self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         # As tf.estimator: warm start only when training from nothing.
         self.warm_start = plan.warm_start if plan.mode == ModeKeys.TRAIN else None
 
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
+            self.store.refresh()  # another writer may have added a checkpoint
             return self.store.latest_step()
         name = os.path.basename(os.path.normpath(os.fspath(checkpoint_path)))
         if not name.isdigit():
@@ -110,9 +156,14 @@ class CompiledCall:
             return self._call_init()
 
     def _abstract_state(self) -> Any:
-        """The state's shapes, from init_fn traced abstractly. When they match the
-        previous call's, that call's tree (and its pytree metadata, such as a
-        TrainState's ``tx``) is reused, so its compiled executables still fit."""
+        """The state's shapes, from init_fn traced abstractly once per first-batch shape
+        signature (and on or off the mesh). When they match the previous call's, that
+        call's tree (and its pytree metadata, such as a TrainState's ``tx``) is reused,
+        so its compiled executables still fit."""
+        key = (shape_signature(self._first_batch), self.mesh is None)
+        known = self._shared.setdefault("abstract_states", {})
+        if key in known:
+            return known[key]
         shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
         # Off the mesh the state lives on this process's first device (a checkpoint
         # written by a mesh of several processes is then restored locally).
@@ -128,7 +179,7 @@ class CompiledCall:
         ):
             treedef = jax.tree.structure(previous)
         state = jax.tree.unflatten(treedef, leaves)
-        self._shared["state"] = state
+        self._shared["state"] = known[key] = state
         return state
 
     @property
@@ -157,32 +208,37 @@ class CompiledCall:
         stacked), so the spec's hooks and scaffold exist before the first step runs; the
         lowering is compiled when a loop of that shape first runs."""
         specs = self._specs(steps, batch_args)
-        self._lowered[shape_signature(specs[3:])] = self._loop.lower(*specs)
+        sig = shape_signature(specs[3:])
+        if sig not in self._cache.compiled and sig not in self._cache.lowered:
+            self._cache.lowered[sig] = self._loop.lower(*specs)
 
     def _compile(self, batch_args: tuple[Any, ...]) -> Any:
-        """The executable for these batch shapes. Identical lowerings share one
-        executable across calls of the same Estimator (model_fn is still traced per call,
-        as TF calls it once per call; XLA compiles once)."""
+        """The executable for these batch shapes, kept across calls of the same Estimator
+        (model_fn is traced once per mode and shape signature; XLA compiles once)."""
         sig = shape_signature(batch_args)
-        if sig not in self._compiled:
-            lowered = self._lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
-            key = (self.mode, hashlib.sha256(lowered.as_text().encode()).hexdigest())
-            cache = self._shared.setdefault("compiled", {})
-            if key not in cache:
-                cache[key] = lowered.compile()
-            self._compiled[sig] = cache[key]
-        return self._compiled[sig]
+        compiled = self._cache.compiled.get(sig)
+        if compiled is None:
+            lowered = self._cache.lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
+            compiled = self._cache.compiled[sig] = lowered.compile()
+        return compiled
 
     def create_state(self) -> None:
         """Restore the checkpoint, or run init_fn, then warm start (``self.warm_start``),
-        then the spec's Scaffold.init_fn (as TF, both only when nothing is restored)."""
+        then the spec's Scaffold.init_fn (as TF, both only when nothing is restored).
+        A checkpoint that is the one the previous call ended with is not read again: that
+        call's state, still in memory, is used (``remember``)."""
+        if self._reuse_live_state():
+            self.state = self._shared["live"].state
+            return
         if self.checkpoint_path is not None:
             self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
             _log.info("Restored state from %s.", self.checkpoint_path)
+            self.remember(self.restored_step)
             return
         if self.restored_step is not None:
             self.state = self.store.restore(self.restored_step, self.abstract_state)
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
+            self.remember(self.restored_step)
             return
         state = self._as_traced(self._initial_state())
         if self.warm_start is not None:
@@ -191,6 +247,35 @@ class CompiledCall:
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))
         self.state = put_replicated(state, self.mesh)
+
+    def _checkpoint_dir(self, step: int) -> str:
+        return os.path.normpath(self.store.path(step))
+
+    def _reuse_live_state(self) -> bool:
+        """Whether the checkpoint this call restores is the previous call's state, still
+        in memory (same step, same directory on disk, same mesh). Every process must
+        agree, or none reuses it (a restore is collective)."""
+        live = self._shared.get("live")
+        ok = (
+            live is not None
+            and live.step == self.restored_step
+            and live.mesh is self.mesh
+            and (
+                self.checkpoint_path is None
+                or os.path.normpath(os.path.abspath(self.checkpoint_path)) == self._checkpoint_dir(live.step)
+            )
+            and checkpoint_identity(self._checkpoint_dir(live.step)) == live.identity
+        )
+        return agree(1 if ok else 0, "min") == 1
+
+    def remember(self, step: int) -> None:
+        """Keep ``self.state`` as the state of checkpoint ``step`` for the next call (when
+        that checkpoint is in this model_dir); otherwise forget any kept state."""
+        identity = checkpoint_identity(self._checkpoint_dir(step))
+        if identity is None or self.state is None:
+            self._shared.pop("live", None)
+            return
+        self._shared["live"] = LiveState(step, self.state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:
         """``state``'s leaves in the tree the loop was compiled for (pytree metadata such
@@ -213,5 +298,13 @@ class CompiledCall:
     def run(self, *host_args: Any) -> Any:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast)
-        step = jax.device_put(np.int32(self.global_step), replicated(self.mesh))
-        return self._compile(device_args)(self.state, step, self.step_key, *device_args)
+        if self._device_step is None or self._device_step[0] != self.global_step:
+            self._device_step = (
+                self.global_step,
+                jax.device_put(np.int32(self.global_step), replicated(self.mesh)),
+            )
+        out = self._compile(device_args)(self.state, self._device_step[1], self.step_key, *device_args)
+        if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
+            steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
+            self._device_step = (self.global_step + steps, out[1])
+        return out

@@ -69,6 +69,27 @@ def run_evaluate(
     if call.restored_step is None:
         _log.info("No checkpoint in %s; evaluating the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
+    try:
+        phase.prefetch(steps)
+        totals = _loops(phase, runner, steps)
+    finally:
+        phase.close()
+    results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
+    results["global_step"] = call.global_step
+    runner.end()
+    _log.info(
+        "Saving dict for global step %d: %s",
+        call.global_step,
+        ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
+    )
+    write_scalars(eval_dir(plan.model_dir, name), call.global_step, _summary_scalars(results))
+    summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
+    return results
+
+
+def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any]:
+    """Run the eval loops; the metric states merged over every batch."""
+    call, plan = phase.call, phase.plan
     totals: dict[str, Any] | None = None
     done = 0
     while steps is None or done < steps:
@@ -87,14 +108,4 @@ def run_evaluate(
         loss = float(np.asarray(to_host(states["loss"]).compute()))
         if runner.after_run({"loss": loss}, call.state, call.global_step, last_step_values(hook_values)):
             break
-    results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
-    results["global_step"] = call.global_step
-    runner.end()
-    _log.info(
-        "Saving dict for global step %d: %s",
-        call.global_step,
-        ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
-    )
-    write_scalars(eval_dir(plan.model_dir, name), call.global_step, _summary_scalars(results))
-    summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
-    return results
+    return totals

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.compiled_call import CompiledCall
+from jaxspec.loop.compiled_call import CompiledCall, ModeCache
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
 
@@ -63,7 +63,7 @@ def export_source(
     engine = StepEngine(
         plan.model_fn, {m: plan.params_for_model_fn() for m in ModeKeys.all()}, plan.config, None
     )
-    call = CompiledCall(plan, engine, examples[modes[0]], checkpoint_path)
+    call = CompiledCall(plan, ModeCache(engine, plan.mode), examples[modes[0]], checkpoint_path)
     if call.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {plan.model_dir}.")
     call.create_state()  # every process restores (Orbax reads collectively)

@@ -12,12 +12,13 @@ from jaxspec._fn_args import call_with_declared
 from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.multihost import agree
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.compiled_call import CompiledCall
+from jaxspec.loop.compiled_call import CompiledCall, mode_cache
 from jaxspec.loop.feeder import StepFeeder
 from jaxspec.loop.hook_runner import HookRunner
 from jaxspec.loop.host_call import run_host_calls
 from jaxspec.loop.inputs import interleave, iterate_batches
 from jaxspec.loop.plan import RunPlan
+from jaxspec.loop.prefetch import GroupPrefetcher
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.tpu_context import TPUContext
@@ -51,6 +52,7 @@ class Phase:
         self.global_batch_size = plan.global_batch_size
         self.feeder: StepFeeder | None = None
         self.call: CompiledCall | None = None
+        self._prefetcher: GroupPrefetcher | None = None
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
         """input_fn's params: the plan's (with its per-pipeline ``batch_size``) and, on
@@ -109,14 +111,17 @@ class Phase:
         if first is None:
             raise ValueError("input_fn gave no data on this process while others have some.")
         self.feeder.push_back(first)
-        engine = StepEngine(
-            plan.model_fn,
-            {self.mode: plan.params_for_model_fn()},
-            plan.config,
-            self.mesh,
-            broadcast=plan.broadcast,
+        cache = mode_cache(
+            plan,
+            lambda: StepEngine(
+                plan.model_fn,
+                {self.mode: plan.params_for_model_fn()},
+                plan.config,
+                self.mesh,
+                broadcast=plan.broadcast,
+            ),
         )
-        self.call = CompiledCall(plan, engine, first[0], checkpoint_path)
+        self.call = CompiledCall(plan, cache, first[0], checkpoint_path)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
         self.call.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
@@ -139,7 +144,10 @@ class Phase:
         process whose input ended stops everyone), the maximum in EVAL and PREDICT
         (a process with fewer steps feeds fully masked ones), so collectives match.
         """
-        group = self.feeder.next_group(max_steps)
+        if self._prefetcher is not None:
+            group = self._prefetcher.get(max_steps)
+        else:
+            group = self.feeder.next_group(max_steps)
         n_local = 0 if group is None else group[2]
         n = agree(n_local, "min" if self.mode == ModeKeys.TRAIN else "max")
         if n == 0:
@@ -150,6 +158,28 @@ class Phase:
         elif n_local < n:
             batch, mask = self.feeder.pad_group(batch, mask, n)
         return _host_args(self.mode, batch, mask), mask, n
+
+    def prefetch(self, total_steps: int | None) -> None:
+        """Read the input of later loops in a background thread from now on (one process,
+        loops of several steps, of a fixed size: ``iterations_per_loop``, the last one cut to
+        ``total_steps``, None for no limit). The caller must then ask ``next_group`` for
+        exactly those sizes, and call ``close()`` on every way out."""
+        if jax.process_count() > 1 or self.plan.loop_duration_secs is not None:
+            return  # several processes agree on each loop's size; durations resize loops
+        if self.iterations_per_loop == 1:
+            return  # one step per loop: the hand-off to a thread costs more than it hides
+        ipl = self.iterations_per_loop
+
+        def sizes(done: int) -> int:
+            return ipl if total_steps is None else min(ipl, total_steps - done)
+
+        self._prefetcher = GroupPrefetcher(self.feeder.next_group, sizes)
+
+    def close(self) -> None:
+        """Stop the input thread, if any (idempotent)."""
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
 
     def host_calls(self, host: Any, n: int, first_step: int | None = None) -> None:
         """This loop's host_call functions, once per step in step order (see

@@ -66,29 +66,33 @@ def run_predict(
     if call.restored_step is None:
         _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
-    log_every, done, logged = plan.config.log_step_count_steps, 0, 0
-    while True:
-        group = phase.next_group(phase.iterations_per_loop)
-        if group is None:
-            break
-        args, mask, n = group
-        done += n
-        if log_every and done // log_every > logged // log_every:
-            _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
-            logged = done
-        runner.before_run()
-        preds, hook_values = call.run(*args)
-        preds = _select(local_rows(preds), predict_keys)  # this process's rows
-        last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
-        values = last if isinstance(last, dict) else {"predictions": last}
-        stop = runner.after_run(values, call.state, call.global_step, last_step_values(hook_values))
-        for i in range(n):
-            batch = _real_rows(preds, i, mask[i] > 0, yield_single_examples)
-            if not yield_single_examples:
-                yield batch
-                continue
-            for j in range(int((mask[i] > 0).sum())):
-                yield jax.tree.map(lambda x, j=j: x[j], batch)
-        if stop:
-            break
-    runner.end()
+    phase.prefetch(None)
+    try:
+        log_every, done, logged = plan.config.log_step_count_steps, 0, 0
+        while True:
+            group = phase.next_group(phase.iterations_per_loop)
+            if group is None:
+                break
+            args, mask, n = group
+            done += n
+            if log_every and done // log_every > logged // log_every:
+                _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
+                logged = done
+            runner.before_run()
+            preds, hook_values = call.run(*args)
+            preds = _select(local_rows(preds), predict_keys)  # this process's rows
+            last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
+            values = last if isinstance(last, dict) else {"predictions": last}
+            stop = runner.after_run(values, call.state, call.global_step, last_step_values(hook_values))
+            for i in range(n):
+                batch = _real_rows(preds, i, mask[i] > 0, yield_single_examples)
+                if not yield_single_examples:
+                    yield batch
+                    continue
+                for j in range(int((mask[i] > 0).sum())):
+                    yield jax.tree.map(lambda x, j=j: x[j], batch)
+            if stop:
+                break
+        runner.end()
+    finally:
+        phase.close()

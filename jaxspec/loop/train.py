@@ -143,13 +143,16 @@ def run_train(
     call = phase.call
     last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
     try:
+        phase.prefetch(None if last_step is None else last_step - call.global_step)
         with PreemptionWatcher() as preemption:
             _loops(phase, runner, progress, last_step, preemption)
             runner.end()
         _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
+        phase.close()
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
+    call.remember(call.global_step)  # the next call starts from memory if this is still on disk
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
         raise SystemExit(0)
