@@ -37,6 +37,7 @@ import argparse
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +55,9 @@ if os.environ.get(
         + " --xla_force_host_platform_device_count="
         + os.environ.get("JAXSPEC_BENCH_HOST_DEVICES", "8")
     ).strip()
+
+# This checkout's jaxspec, not whichever one is installed (an editable install of another tree).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jax
 import numpy as np
@@ -112,6 +116,7 @@ def _warm_calls(est_call: Callable[[], Any], counter: Any) -> tuple[float, dict[
     info = {
         "model_fn_calls": counter.calls - before,
         **{k: ev[k] for k in ("trace_s", "lower_s", "xla_compiles", "compile_s")},
+        "compiled": [e["fun"] for e in EVENTS.executables if not e["cache_hit"]],
     }
     return t, info, out
 
@@ -464,7 +469,8 @@ def main() -> None:
         ap.error("--predict-calls must be at least 2 (the first call is reported apart)")
     logging.getLogger("jaxspec").setLevel(logging.WARNING)
     print(
-        f"{jax.device_count()} {jax.devices()[0].platform} devices; sections {only}; {args.repeats} repeats"
+        f"{jax.device_count()} {jax.devices()[0].platform} devices; sections {only}; {args.repeats} repeats; "
+        f"jaxspec from {os.path.dirname(jaxspec.__file__)}"
     )
 
     runners = {
@@ -488,6 +494,7 @@ def main() -> None:
                 "platform": jax.devices()[0].platform,
                 "jax": jax.__version__,
                 "jaxspec": jaxspec.__version__,
+                "jaxspec_path": os.path.dirname(jaxspec.__file__),
             },
             "sections": sections,
             "goals": goal_rows(sections),

@@ -58,6 +58,9 @@ if os.environ.get(
         + os.environ.get("JAXSPEC_BENCH_HOST_DEVICES", "8")
     ).strip()
 
+# This checkout's jaxspec, not whichever one is installed (an editable install of another tree).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 KINDS = ("plain", "scan", "mesh")
 CACHES = ("jaxspec", "jax")
 JAX_CACHE_ENV = (
@@ -257,6 +260,7 @@ def main() -> None:
             "iterations_per_loop": IPL,
             "jax": jax.__version__,
             "jaxspec": jaxspec.__version__,
+            "jaxspec_path": os.path.dirname(jaxspec.__file__),
             "devices": r0["devices"],
             "platform": r0["platform"],
         },
