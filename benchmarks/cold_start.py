@@ -17,8 +17,8 @@ Each process times its calls itself and prints them as JSON; it also listens to 
 persistent cache), how many of those were persistent-cache hits
 (``/jax/compilation_cache/cache_hits``), so ``xla_compiles`` = executables - hits is the
 number of real XLA compilations, and the seconds spent compiling/fetching, tracing
-(``jaxpr_trace_duration``) and lowering to MLIR. ``compile skipped`` in the table means
-the first call of a resume process compiled nothing (every executable came from the
+(``jaxpr_trace_duration``) and lowering to MLIR. ``skipped`` in the table means the
+first call of every resume process compiled nothing (every executable came from the
 cache, or was not needed).
 
 Kinds: ``plain`` = ``jaxspec.Estimator`` (one step per dispatch); ``scan`` =
@@ -26,10 +26,10 @@ Kinds: ``plain`` = ``jaxspec.Estimator`` (one step per dispatch); ``scan`` =
 ``TPUEstimator(use_tpu=True, iterations_per_loop=100)`` over every device
 (``CrossShardOptimizer``). Cache settings: ``jaxspec`` = the environment without JAX's
 cache variables (``JAX_COMPILATION_CACHE_DIR``, ``JAX_ENABLE_COMPILATION_CACHE``,
-``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``): whatever jaxspec does by default;
-``jax`` = JAX's own persistent cache switched on by its environment variables, in a
-fresh directory per kind, with no minimum compile time (what a user can do without
-jaxspec's help). RunConfig has no periodic checkpoints, summaries or step logs.
+``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``, ``..._MIN_ENTRY_SIZE_BYTES``): whatever
+jaxspec does by default; ``jax`` = JAX's own persistent cache switched on by its
+environment variables, in a fresh directory per kind, with no minimum compile time
+(what a user can do without jaxspec's help). RunConfig has no periodic checkpoints, summaries or step logs.
 """
 
 from __future__ import annotations
