@@ -131,7 +131,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, est.config)
     phase = Phase(est, "train")
-    latest = phase.store.latest_step()
+    latest = phase.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
     if max_steps is not None and latest is not None and latest >= max_steps:
         _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
