@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import gc
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -245,16 +247,34 @@ class CheckpointStore:
 @contextlib.contextmanager
 def _as_data_loss(step: int | None, path: str) -> Iterator[None]:
     """Orbax's and TensorStore's many error types for a damaged checkpoint, as one
-    DataLossError naming the checkpoint."""
+    DataLossError naming the checkpoint. Orbax's abandoned reads (coroutines of the
+    failed restore) are collected here, quietly, instead of printing tracebacks later."""
+    failure = None
     try:
         yield
     except DataLossError:
         raise
     except Exception as err:
-        at = "" if step is None else f" at global step {step}"
-        raise DataLossError(
-            f"the checkpoint{at} ({path}) cannot be read: {type(err).__name__}: {str(err)[:300]}"
-        ) from err
+        failure = f"{type(err).__name__}: {str(err)[:300]}"
+    if failure is None:
+        return
+    _collect_abandoned_reads()
+    at = "" if step is None else f" at global step {step}"
+    raise DataLossError(f"the checkpoint{at} ({path}) cannot be read: {failure}")
+
+
+def _collect_abandoned_reads() -> None:
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if "orbax" not in repr(unraisable.object) and "asyncio" not in repr(unraisable.object):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
 
 
 def item_directory(path: str) -> str:
