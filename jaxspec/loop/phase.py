@@ -13,6 +13,7 @@ from jaxspec.engine.fn_args import call_with_declared
 from jaxspec.engine.multihost import agree, to_host
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.feeder import StepFeeder
+from jaxspec.loop.host_fn_errors import call_host_fn
 from jaxspec.loop.inputs import interleave, iterate_batches
 from jaxspec.loop.session import Session
 from jaxspec.mode_keys import ModeKeys
@@ -167,5 +168,6 @@ class Phase:
         for i in range(n):
             if first_step is not None and every > 1 and (first_step + i) % every:
                 continue  # TPUConfig.experimental_host_call_every_n_steps: only steps n*k
+            step = self.session.global_step if first_step is None else first_step + i
             for hc, tensors in zip(host_calls, host, strict=True):
-                hc.call([np.asarray(t[i]) for t in tensors])
+                call_host_fn(hc, [np.asarray(t[i]) for t in tensors], self.mode, step, i)

@@ -25,11 +25,17 @@ class NanLossDuringTrainingError(RuntimeError):
     """Raised when a training step's loss is NaN (``tf.compat.v1.train.NanLossDuringTrainingError``).
 
     The state of the loop that produced it is dropped, so the last checkpoint in
-    model_dir is the last good one.
+    model_dir is the last good one. ``global_step`` is the global step at which the step
+    with a NaN loss ran (model_fn's ``global_step`` argument), None where unknown.
     """
 
+    def __init__(self, global_step: int | None = None) -> None:
+        super().__init__(global_step)
+        self.global_step = global_step
+
     def __str__(self) -> str:
-        return "NaN loss during training."
+        at = "" if self.global_step is None else f" at global step {self.global_step}"
+        return f"NaN loss during training{at}."
 
 
 def check_steps(steps: Any, max_steps: Any) -> None:
@@ -191,7 +197,7 @@ def _loops(
         state, _, losses, host, hook_values = session.run(*args)
         losses = to_host(losses).mean(axis=1)
         if np.isnan(losses).any():
-            raise NanLossDuringTrainingError()
+            raise NanLossDuringTrainingError(session.global_step + int(np.argmax(np.isnan(losses))))
         first = session.global_step
         session.state, session.global_step = state, first + n
         phase.call_host_fns(host, n, first)
