@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -61,7 +61,10 @@ class CheckpointStore:
             async_options=ocp.AsyncOptions(post_finalization_callback=self._finalized),
         )
         self.directory = checkpoint_dir(model_dir)
-        self._saving: collections.deque[int] = collections.deque()  # steps Orbax is finalising
+        # (step, extra files) of the saves Orbax is finalising, oldest first.
+        self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
+        # Called at each save for extra files to write in the checkpoint (the input position).
+        self.extras_provider: Callable[[], dict[str, bytes]] | None = None
         self._verdicts: dict[int, tuple[Any, str | None]] = {}  # step -> (file signature, damage)
         self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
@@ -73,12 +76,17 @@ class CheckpointStore:
         just written, before its directory takes its final name. Never raises: a checkpoint
         without a digest is still judged by its metadata."""
         with self._lock:
-            step = self._saving.popleft() if self._saving else None
-        if step is None or jax.process_index() != 0:
+            step, extras = self._saving.popleft() if self._saving else (None, {})
+        if step is None:
             return
         try:
             directory = integrity.pending_directory(self.directory, step)
-            if directory is not None:
+            if directory is None:
+                return
+            for name, data in extras.items():  # every process writes its own
+                with open(os.path.join(directory, name), "wb") as f:
+                    f.write(data)
+            if jax.process_index() == 0:
                 integrity.write_digest(directory)
         except OSError as err:
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
@@ -166,13 +174,16 @@ class CheckpointStore:
         return os.path.join(self.directory, str(step))
 
     def save(self, step: int, state: Any, force: bool = True) -> bool:
-        """Start saving ``state`` as the checkpoint of ``step`` (asynchronously)."""
+        """Start saving ``state`` as the checkpoint of ``step`` (asynchronously), with the
+        files ``extras_provider`` gives (written into the step directory before Orbax
+        renames it, then the digest of them all)."""
         if step in self._manager.all_steps():
             return False
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
+        extras = self.extras_provider() if self.extras_provider is not None else {}
         with self._lock:
-            self._saving.append(step)
+            self._saving.append((step, extras))
         try:
             started = self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
         except BaseException:
@@ -181,7 +192,7 @@ class CheckpointStore:
         finally:
             if not started:
                 with self._lock:
-                    if self._saving and self._saving[-1] == step:
+                    if self._saving and self._saving[-1][0] == step:
                         self._saving.pop()
         return started
 
@@ -234,6 +245,14 @@ class CheckpointStore:
             raise ValueError(f"no checkpoint in {self.directory}.")
         restored = restore_on_host(self.path(step))
         return {name: np.asarray(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
+
+    def read_extra(self, step: int, name: str) -> bytes | None:
+        """The extra file ``name`` saved with the checkpoint of ``step``, or None."""
+        path = os.path.join(self.path(step), name)
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
 
     def wait(self) -> None:
         """Block until pending saves are complete."""

@@ -59,8 +59,11 @@ def _to_numpy(batch: Batch) -> Batch:
     return jax.tree_util.tree_map_with_path(one, batch)
 
 
-def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
+def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Batch]:
     """Iterate ``(features, labels)`` numpy batches from what input_fn returned.
+
+    ``position`` (a ``data_position.DataPosition``, TRAIN only) restores and tracks the
+    position of a Dataset or of an iterator with ``get_state()``/``set_state()``.
 
     Raises:
       ValueError: the result, or an element, is a tuple of more than two parts (a
@@ -72,13 +75,13 @@ def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
             f"input_fn must return features or (features, labels); got a tuple of {len(result)}."
         )
     if hasattr(result, "as_numpy_iterator"):
-        source: Any = result.as_numpy_iterator()
+        source: Any = result.as_numpy_iterator() if position is None else position.source(result)
     elif _is_leaf_batch(result) or (
         isinstance(result, tuple) and len(result) == 2 and _is_leaf_batch(result[0])
     ):
         source = itertools.repeat(result) if mode == ModeKeys.TRAIN else iter([result])
     elif hasattr(result, "__iter__"):
-        source = iter(result)
+        source = iter(result) if position is None else position.source(result)
     else:
         raise TypeError(
             "input_fn must return a tf.data.Dataset, an iterable of batches or one batch; "

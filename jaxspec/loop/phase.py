@@ -47,6 +47,7 @@ class Phase:
         self.global_batch_size = est._global_batch_size(mode)
         self.feeder: StepFeeder | None = None
         self.session: Session | None = None
+        self.position: Any = None  # TRAIN: a data_position.DataPosition, set by run_train
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
         """input_fn's params: the Estimator's (with its per-pipeline ``batch_size``) and,
@@ -84,7 +85,7 @@ class Phase:
         for i in range(calls):
             params = self._input_params(jax.process_index() * calls + i if per_shard else 0, total)
             result = call_with_declared(input_fn, dict(mode=self.mode, params=params, config=self.est.config))
-            iterators.append(iterate_batches(result, self.mode))
+            iterators.append(iterate_batches(result, self.mode, self.position if calls == 1 else None))
         batches = iterators[0] if len(iterators) == 1 else interleave(iterators)
         if self.mode == ModeKeys.PREDICT:
             batches = ((features, None) for features, _ in batches)

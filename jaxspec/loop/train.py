@@ -11,7 +11,7 @@ import numpy as np
 from jaxspec.config import loop_duration_secs
 from jaxspec.engine.multihost import to_host
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
-from jaxspec.loop import summaries
+from jaxspec.loop import data_position, summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.preemption import PreemptionWatcher
@@ -141,6 +141,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     if max_steps is not None and latest is not None and latest >= max_steps:
         _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
+    phase.position = data_position.DataPosition(phase.store, latest, est.model_dir)
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
         return
@@ -161,6 +162,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     session.create_state()
     runner.after_create_session(session.state, session.global_step)
     last_step = _last_step(runner.hooks, session.global_step, steps, max_steps)
+    data_position.track(phase, session)  # each checkpoint keeps the input's position
     try:
         with PreemptionWatcher() as preemption:
             _loops(phase, runner, progress, last_step, preemption)
@@ -168,6 +170,7 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
         _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.store.wait()
+        phase.store.extras_provider = None
         summaries.close_all()  # every event is on disk when train returns
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", session.global_step)
