@@ -180,7 +180,8 @@ class Session:
         sig = _signature(batch_args)
         if sig not in self._compiled:
             lowered = self._lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
-            key = (self.mode, hashlib.sha256(lowered.as_text().encode()).hexdigest())
+            # The input tree is part of the key: two trees of the same leaves lower alike.
+            key = (self.mode, sig[0], hashlib.sha256(lowered.as_text().encode()).hexdigest())
             cache = self._shared.setdefault("compiled", {})
             if key not in cache:
                 cache[key] = lowered.compile()
