@@ -21,6 +21,7 @@ from jaxspec.hooks import (
     StopAtStepHook,
     SummarySaverHook,
 )
+from jaxspec.loop.checkpoint_integrity import DataLossError
 from jaxspec.loop.train import NanLossDuringTrainingError
 from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.mode_keys import ModeKeys
@@ -64,6 +65,7 @@ __all__ = [
     "summary",
     "train_and_evaluate",
     "CrossShardOptimizer",
+    "DataLossError",
     "Estimator",
     "EstimatorSpec",
     "InputPipelineConfig",

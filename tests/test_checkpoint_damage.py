@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec.loop.checkpoint_integrity import DIGEST_FILE, DataLossError
+from jaxspec.loop.checkpoint_integrity import DIGEST_FILE
 from jaxspec.loop.checkpoints import named_leaves, restore_on_host
 from tests.helpers import batches_input_fn, digits, init_fn, make_model_fn
 
@@ -163,14 +163,16 @@ def test_none_intact_is_one_data_loss_error(pristine, tmp_path, capfd):
         data = glob.glob(os.path.join(model_dir, "checkpoints", str(step), "default/ocdbt.process_0/d/*"))
         _damage(max(data, key=os.path.getsize), "truncate")
     est = _estimator(model_dir)
-    with pytest.raises(DataLossError, match=r"global steps \[2, 4\]"):
+    with pytest.raises(jaxspec.DataLossError, match=r"global steps \[2, 4\]"):
         est.evaluate(EVAL_INPUT)
-    with pytest.raises(DataLossError, match=r"global steps \[2, 4\]"):
+    with pytest.raises(jaxspec.DataLossError, match=r"global steps \[2, 4\]"):
         next(est.predict(PREDICT_INPUT))
-    with pytest.raises(DataLossError, match=r"global steps \[2, 4\]"):
+    with pytest.raises(jaxspec.DataLossError, match=r"global steps \[2, 4\]"):
         est.train(TRAIN_INPUT, steps=1)
     assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == ["2", "4"]  # nothing moved
-    with pytest.raises(DataLossError, match="checkpoints/2"):  # an explicit checkpoint_path: no fallback
+    with pytest.raises(
+        jaxspec.DataLossError, match="checkpoints/2"
+    ):  # an explicit checkpoint_path: no fallback
         est.evaluate(EVAL_INPUT, checkpoint_path=os.path.join(model_dir, "checkpoints", "2"))
     assert "Traceback" not in capfd.readouterr().err
 
@@ -184,7 +186,7 @@ def test_without_digest_a_damaged_restore_is_a_data_loss_error(pristine, tmp_pat
     data = glob.glob(os.path.join(step_dir4, "default/ocdbt.process_0/d/*"))
     _damage(max(data, key=os.path.getsize), "truncate")
     est = _estimator(model_dir)
-    with pytest.raises(DataLossError, match="global step 4") as err:
+    with pytest.raises(jaxspec.DataLossError, match="global step 4") as err:
         est.evaluate(EVAL_INPUT)
     assert step_dir4 in str(err.value)
     assert "Traceback" not in capfd.readouterr().err
