@@ -7,7 +7,7 @@ from jaxspec import export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.compilation_cache import enable_compilation_cache
 from jaxspec.engine.cross_shard import CrossShardOptimizer
-from jaxspec.errors import NanLossDuringTrainingError
+from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from jaxspec.hooks import (
@@ -66,6 +66,7 @@ __all__ = [
     "summary",
     "train_and_evaluate",
     "CrossShardOptimizer",
+    "DataLossError",
     "Estimator",
     "EstimatorSpec",
     "InputPipelineConfig",

@@ -108,9 +108,24 @@ def test_nan_loss_keeps_last_good_checkpoint(tmp_path):
 
     est = jaxspec.Estimator(model_fn, config=fast_config(str(tmp_path)), init_fn=init_fn)
     est.train(lambda: ({"x": x}, y), steps=2)
-    with pytest.raises(jaxspec.NanLossDuringTrainingError):
+    with pytest.raises(jaxspec.NanLossDuringTrainingError, match="at global step 3") as err:
         est.train(lambda: ({"x": x}, y), steps=5)
+    assert err.value.global_step == 3
     assert est._checkpoint_store().all_steps() == [2]
+
+    def tpu_model_fn(features, labels, mode, params, state, global_step):
+        return model_fn(features, labels, mode, state, global_step)
+
+    tpu = jaxspec.TPUEstimator(  # 4 steps per loop: the NaN is the second step of the loop from 2
+        tpu_model_fn,
+        config=fast_config(str(tmp_path / "tpu"), 4),
+        use_tpu=False,
+        train_batch_size=32,
+        init_fn=init_fn,
+    )
+    tpu.train(lambda params: ({"x": x}, y), steps=2)
+    with pytest.raises(jaxspec.NanLossDuringTrainingError, match="at global step 3"):
+        tpu.train(lambda params: ({"x": x}, y), steps=4)
 
 
 def test_state_with_no_leaves_and_variable_names(tmp_path):

@@ -4,9 +4,12 @@ hang (hypothesis' deadline)."""
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jax.experimental import sparse
@@ -148,7 +151,9 @@ tpu_args = st.fixed_dictionaries(
 )
 
 # deadline: a generous per-example bound that still catches a hang (first examples may compile).
-SETTINGS = settings(max_examples=120, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
+# JAXSPEC_FUZZ_EXAMPLES sets the examples per spec class (120 by default; `./dev fuzz`: 10,000).
+EXAMPLES = int(os.environ.get("JAXSPEC_FUZZ_EXAMPLES") or 120)
+SETTINGS = settings(max_examples=EXAMPLES, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check_valid(spec, args, hook_fields):
@@ -180,9 +185,10 @@ def _build(cls, args):
     return spec
 
 
+@pytest.mark.parametrize("cls", [EstimatorSpec, NPUEstimatorSpec])
 @SETTINGS
-@given(estimator_args, st.sampled_from([EstimatorSpec, NPUEstimatorSpec]), pairs)
-def test_estimator_spec_builds_valid_or_raises_expected(args, cls, host_call):
+@given(estimator_args, pairs)
+def test_estimator_spec_builds_valid_or_raises_expected(cls, args, host_call):
     if cls is NPUEstimatorSpec:
         args = {**args, "host_call": host_call}
     spec = _build(cls, args)

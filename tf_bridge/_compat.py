@@ -11,9 +11,10 @@ directory gets its final name. Either failure raises ``ExportCompatibilityError`
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -35,15 +36,23 @@ def calling_convention_version() -> int:
     return int(jax.config.jax_export_calling_convention_version)
 
 
+# What jax2tf assumes of a TensorFlow that predates call_module_maximum_supported_version.
+_TF_MAX_WHEN_UNREPORTED = 6
+
+
 def tf_max_call_module_version() -> int | None:
-    """The highest XlaCallModule version the installed TensorFlow supports, or None
-    where TF does not say."""
+    """The highest XlaCallModule version the installed TensorFlow supports. A TF that
+    has XlaCallModule but does not report its maximum (older than the query) is taken to
+    support up to version 6, as jax2tf itself assumes; None where TF has no XlaCallModule
+    wrapper at all."""
     try:
         from tensorflow.compiler.tf2xla.python import xla as tfxla
-
-        return int(tfxla.call_module_maximum_supported_version())
-    except (ImportError, AttributeError):
+    except ImportError:
         return None
+    query = getattr(tfxla, "call_module_maximum_supported_version", None)
+    if query is None:
+        return _TF_MAX_WHEN_UNREPORTED
+    return int(query())
 
 
 def _installed(dist: str) -> str | None:
@@ -97,15 +106,43 @@ def versions() -> dict[str, Any]:
 
 
 def _describe() -> str:
+    highest = tf_max_call_module_version()
     return (
         f"jax {jax.__version__} writes XlaCallModule version {calling_convention_version()}; "
-        f"tensorflow {tf.__version__} supports up to {tf_max_call_module_version()}"
+        f"tensorflow {tf.__version__} supports up to "
+        f"{'an unknown version' if highest is None else highest}"
     )
 
 
+@contextlib.contextmanager
+def incompatibilities_reported() -> Iterator[None]:
+    """Turn what jax2tf or TensorFlow raise when they cannot work together while
+    converting (jax2tf's NotImplementedError about the XlaCallModule version; a TF
+    without the XlaCallModule op) into ExportCompatibilityError naming both versions.
+
+    Raises:
+      ExportCompatibilityError: in place of those errors; others pass unchanged.
+    """
+    try:
+        yield
+    except NotImplementedError as err:
+        if "XlaCallModule" not in str(err) and "serialization version" not in str(err):
+            raise
+        raise ExportCompatibilityError(
+            f"The installed TensorFlow cannot run what this JAX exports ({_describe()}): {err}"
+        ) from err
+    except (AttributeError, ImportError) as err:
+        if "XlaCallModule" not in str(err) and "call_module" not in str(err).lower():
+            raise
+        raise ExportCompatibilityError(
+            f"The installed TensorFlow has no usable XlaCallModule op ({_describe()}): {err}"
+        ) from err
+
+
 def check_before_export() -> None:
-    """Raise before converting when TF's XlaCallModule cannot run this JAX's version;
-    log a warning when installed versions differ from jaxspec's pins.
+    """Raise before converting when TF's XlaCallModule cannot run this JAX's version
+    (a TF that does not report its maximum counts as 6, as jax2tf assumes); log a
+    warning when installed versions differ from jaxspec's pins.
 
     Raises:
       ExportCompatibilityError: JAX's calling-convention version is above the installed

@@ -189,11 +189,14 @@ def export_all_saved_models(
       TypeError: a state leaf that is not numeric, or a sparse, ragged or string tensor
         reaching the JAX function.
       ExportCompatibilityError: the installed TensorFlow cannot run what this JAX
-        writes (checked before converting, and by the load check).
+        writes (checked before converting, while jax2tf converts, and by the load
+        check); the message names both versions and the XlaCallModule serialization
+        versions.
 
     Signatures TF would leave out (classify/regress without a single string receiver
     tensor, outputs not computable from the inputs) are left out with a warning. On any
-    error the temporary directory is removed: nothing half-written stays behind.
+    error the temporary directory (and ``export_dir_base`` itself, when this call made
+    it) is removed: nothing half-written stays behind.
     """
     chosen = [m for m in MODE_ORDER if modes.get(m) is not None]
     if not chosen:
@@ -203,10 +206,12 @@ def export_all_saved_models(
     leaves, treedef = _graph.state_leaves(state)
     platforms = tuple(platforms) if platforms is not None else _graph.default_platforms()
     base = os.fsdecode(export_dir_base)
+    base_is_new = not tf.io.gfile.exists(base)
     tf.io.gfile.makedirs(base)
     temp_dir = os.path.join(base, f"temp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
     try:
-        graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
+        with _compat.incompatibilities_reported():
+            graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
         _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
         _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
         if verify:
@@ -215,6 +220,8 @@ def export_all_saved_models(
     except BaseException:
         if tf.io.gfile.exists(temp_dir):
             tf.io.gfile.rmtree(temp_dir)
+        if base_is_new and not tf.io.gfile.listdir(base):
+            tf.io.gfile.rmtree(base)  # a base made for this export goes with it
         raise
     logger.info("SavedModel with %s written to %s.", ", ".join(",".join(g.tags) for g in graphs), final)
     return tf.compat.as_bytes(final)

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tf215_reference_models as models  # noqa: E402
+import tf215_reference_models as models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "tf215_bridge_reference.json")

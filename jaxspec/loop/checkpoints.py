@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import datetime
+import gc
+import logging
 import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -11,7 +18,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxspec._trees import named_leaves
+from jaxspec.errors import DataLossError
+from jaxspec.loop import checkpoint_integrity as integrity
 
+_log = logging.getLogger("jaxspec")
 CHECKPOINT_SUBDIR = "checkpoints"
 EMPTY_STATE_KEY = "__empty_state__"  # what a checkpoint of a state with no leaves holds
 
@@ -49,15 +59,112 @@ class CheckpointStore:
             keep_time_interval=keep_every,
             create=True,
             enable_async_checkpointing=True,
+            async_options=ocp.AsyncOptions(post_finalization_callback=self._finalized),
         )
         self.directory = checkpoint_dir(model_dir)
+        # (step, extra files) of the saves Orbax is finalising, oldest first.
+        self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
+        # Called at each save for extra files to write in the checkpoint (the input position).
+        self.extras_provider: Callable[[], dict[str, bytes]] | None = None
+        self._verdicts: dict[int, tuple[Any, str | None]] = {}  # step -> (file signature, damage)
+        self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
         )
 
+    def _finalized(self) -> None:
+        """Orbax's post-finalisation callback (a background thread): digest the checkpoint
+        just written, before its directory takes its final name. Never raises: a checkpoint
+        without a digest is still judged by its metadata."""
+        with self._lock:
+            step, extras = self._saving.popleft() if self._saving else (None, {})
+        if step is None:
+            return
+        try:
+            directory = integrity.pending_directory(self.directory, step)
+            if directory is None:
+                return
+            for name, data in extras.items():  # every process writes its own
+                with open(os.path.join(directory, name), "wb") as f:
+                    f.write(data)
+            if jax.process_index() == 0:
+                integrity.write_digest(directory)
+        except OSError as err:
+            _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
+
+    def damage(self, step: int) -> str | None:
+        """What makes the checkpoint of ``step`` unreadable, or None when it is intact (its
+        files match its digest; without a digest, Orbax can read its metadata)."""
+        path = self.path(step)
+        sig = integrity.signature(path)
+        cached = self._verdicts.get(step)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        if not os.path.isdir(path):
+            verdict: str | None = "its directory is missing"
+        elif integrity.has_digest(path):
+            verdict = integrity.damage(path)
+        else:
+            verdict = self._metadata_damage(step)
+        if verdict is not None:
+            _log.warning(
+                "The checkpoint at global step %d (%s) cannot be read: %s; an earlier one is used.",
+                step,
+                path,
+                verdict,
+            )
+        self._verdicts[step] = (sig, verdict)
+        return verdict
+
+    def _metadata_damage(self, step: int) -> str | None:
+        try:
+            if self._manager.item_metadata(step) is None:
+                return "Orbax finds no metadata in it"
+        except Exception as err:  # Orbax reports a damaged file as any of many types
+            return f"its metadata cannot be read ({type(err).__name__}: {str(err)[:200]})"
+        return None
+
     def latest_step(self) -> int | None:
-        """The global step of the newest complete checkpoint, or None."""
-        return self._manager.latest_step()
+        """The global step of the newest intact checkpoint, or None when there is none.
+
+        A damaged newer one is named in a warning (step, path, what is wrong) and skipped.
+
+        Raises:
+          DataLossError: there are checkpoints, but none is intact.
+        """
+        steps = self.all_steps()
+        for step in reversed(steps):
+            if self.damage(step) is None:
+                return step
+        if steps:
+            raise DataLossError(
+                f"no checkpoint in {self.directory} can be read: global steps {steps} are all damaged "
+                "(see the warnings above); restore a copy, or move them away to start from scratch."
+            )
+        return None
+
+    def set_aside_damaged(self) -> int | None:
+        """Before training: move every damaged checkpoint newer than the newest intact one
+        to ``model_dir/checkpoints_damaged/`` (kept, never deleted), so training continues
+        from the intact one and can save those steps again. Returns that step (or None).
+
+        Raises:
+          DataLossError: there are checkpoints, but none is intact.
+        """
+        latest = self.latest_step()
+        newer = [s for s in self.all_steps() if latest is None or s > latest]
+        if newer and jax.process_index() == 0:
+            model_dir = os.path.dirname(self.directory)
+            for step in newer:
+                moved = integrity.set_aside(model_dir, self.path(step))
+                _log.warning("Moved the damaged checkpoint at global step %d to %s.", step, moved)
+        if newer:
+            if jax.process_count() > 1:
+                from jax.experimental import multihost_utils
+
+                multihost_utils.sync_global_devices("jaxspec_set_aside_damaged")
+            self._manager.reload()
+        return latest
 
     def all_steps(self) -> list[int]:
         """Global steps of every kept checkpoint, oldest first."""
@@ -68,12 +175,27 @@ class CheckpointStore:
         return os.path.join(self.directory, str(step))
 
     def save(self, step: int, state: Any, force: bool = True) -> bool:
-        """Start saving ``state`` as the checkpoint of ``step`` (asynchronously)."""
+        """Start saving ``state`` as the checkpoint of ``step`` (asynchronously), with the
+        files ``extras_provider`` gives (written into the step directory before Orbax
+        renames it, then the digest of them all)."""
         if step in self._manager.all_steps():
             return False
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
-        return self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
+        extras = self.extras_provider() if self.extras_provider is not None else {}
+        with self._lock:
+            self._saving.append((step, extras))
+        try:
+            started = self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
+        except BaseException:
+            started = False
+            raise
+        finally:
+            if not started:
+                with self._lock:
+                    if self._saving and self._saving[-1][0] == step:
+                        self._saving.pop()
+        return started
 
     def restore(self, step: int, target: Any) -> Any:
         """Restore the checkpoint of ``step`` into the structure, shapes, dtypes and
@@ -81,26 +203,37 @@ class CheckpointStore:
 
         Raises:
           ValueError: the checkpoint's leaves do not match ``target``'s (names the leaf).
+          DataLossError: Orbax cannot read it (a checkpoint without a digest whose array
+            files are damaged).
         """
         if not jax.tree.leaves(target):
             return target
         _check_against_metadata(self._manager.item_metadata(step), target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
-        return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        with _as_data_loss(step, self.path(step)):
+            return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
 
     def restore_path(self, path: str, target: Any) -> Any:
         """Restore the checkpoint step directory ``path`` (any model_dir's) into ``target``.
 
         Raises:
           ValueError: ``path`` is not a checkpoint, or its leaves do not match ``target``.
+          DataLossError: a file of the checkpoint is truncated, corrupted or missing.
         """
         item = item_directory(path)
+        step_dir = os.path.dirname(item) if item != os.path.abspath(os.fspath(path)) else item
+        problem = integrity.damage(step_dir)
+        if problem is not None:
+            raise DataLossError(f"the checkpoint {path} cannot be read: {problem}.")
         if not jax.tree.leaves(target):
             return target
         checkpointer = ocp.StandardCheckpointer()
-        _check_against_metadata(checkpointer.metadata(item).item_metadata.tree, target)
+        with _as_data_loss(None, path):
+            tree = checkpointer.metadata(item).item_metadata.tree
+        _check_against_metadata(tree, target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
-        return checkpointer.restore(item, abstract)
+        with _as_data_loss(None, path):
+            return checkpointer.restore(item, abstract)
 
     def read(self, step: int | None = None) -> dict[str, np.ndarray]:
         """``{leaf name: numpy value}`` of a checkpoint (the latest by default).
@@ -123,6 +256,14 @@ class CheckpointStore:
         """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""
         return self._manager.item_metadata(step)
 
+    def read_extra(self, step: int, name: str) -> bytes | None:
+        """The extra file ``name`` saved with the checkpoint of ``step``, or None."""
+        path = os.path.join(self.path(step), name)
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
     def wait(self) -> None:
         """Block until pending saves are complete."""
         self._manager.wait_until_finished()
@@ -130,6 +271,39 @@ class CheckpointStore:
     def close(self) -> None:
         """Finish pending saves and release the manager."""
         self._manager.close()
+
+
+@contextlib.contextmanager
+def _as_data_loss(step: int | None, path: str) -> Iterator[None]:
+    """Orbax's and TensorStore's many error types for a damaged checkpoint, as one
+    DataLossError naming the checkpoint. Orbax's abandoned reads (coroutines of the
+    failed restore) are collected here, quietly, instead of printing tracebacks later."""
+    failure = None
+    try:
+        yield
+    except DataLossError:
+        raise
+    except Exception as err:
+        failure = f"{type(err).__name__}: {str(err)[:300]}"
+    if failure is None:
+        return
+    _collect_abandoned_reads()
+    at = "" if step is None else f" at global step {step}"
+    raise DataLossError(f"the checkpoint{at} ({path}) cannot be read: {failure}")
+
+
+def _collect_abandoned_reads() -> None:
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if "orbax" not in repr(unraisable.object) and "asyncio" not in repr(unraisable.object):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
 
 
 def item_directory(path: str) -> str:

@@ -25,67 +25,122 @@ Batch = tuple[Any, Any]
 
 
 def _is_leaf_batch(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, jax.Array)) or (
-        isinstance(x, dict) and all(isinstance(v, (np.ndarray, jax.Array, dict)) for v in x.values())
-    )
+    """One batch rather than an iterable of them: an array, a dict (iterating a dict
+    would give its keys, never batches), or a number (then rejected as a scalar)."""
+    return isinstance(x, (np.ndarray, np.generic, jax.Array, dict, int, float, complex))
 
 
-def _split(element: Any) -> Batch:
+def _split(element: Any, index: int) -> Batch:
     """One input element as ``(features, labels)``; labels None when absent."""
     if isinstance(element, tuple):
         if len(element) == 2:
             return element[0], element[1]
-        raise ValueError(f"input_fn must give features or (features, labels); got a tuple of {len(element)}.")
+        raise ValueError(
+            f"input_fn must give features or (features, labels); batch index {index} is a tuple of {len(element)}."
+        )
     return element, None
 
 
-def _to_numpy(batch: Batch) -> Batch:
+def _where(path: Any) -> str:
+    return ("features", "labels")[path[0].idx] + jax.tree_util.keystr(path[1:])
+
+
+def _to_numpy(batch: Batch, index: int = 0) -> Batch:
     """Numpy leaves of JAX's dtypes.
 
     Raises:
-      TypeError: a leaf holds strings or objects (JAX has no string dtype), naming it.
+      TypeError: a leaf holds strings or objects (JAX has no string dtype), naming it
+        and the batch.
+      ValueError: a leaf is not an array (ragged nested lists), naming it and the batch.
     """
 
     def one(path: Any, x: Any) -> np.ndarray:
-        arr = np.asarray(x)
-        if arr.dtype.kind in ("U", "S", "O"):
-            where = ("features", "labels")[path[0].idx] + jax.tree_util.keystr(path[1:])
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                f"{_where(path)} of batch index {index} is not an array (ragged rows?): {err}"
+            ) from None
+        if arr.dtype.kind in ("U", "S", "O", "V"):
             raise TypeError(
-                f"{where} holds {arr.dtype} values; JAX arrays cannot hold strings: "
-                "turn them into numbers (ids, hashes) in input_fn."
+                f"{_where(path)} of batch index {index} holds {arr.dtype} values; JAX arrays cannot hold "
+                "strings or objects: turn them into numbers (ids, hashes) in input_fn."
             )
         return canonical_host_array(arr)
 
     return jax.tree_util.tree_map_with_path(one, batch)
 
 
-def iterate_batches(result: Any, mode: str) -> Iterator[Batch]:
+def _check_rows(batch: Batch, index: int) -> Batch:
+    """Every leaf has the same number of rows on axis 0, at least one.
+
+    Raises:
+      ValueError: no arrays at all, a scalar leaf, leaves of different rows, or zero
+        rows; naming the leaves and the batch.
+    """
+    rows = {
+        _where(path): (np.shape(x)[0] if np.ndim(x) else None)
+        for path, x in jax.tree_util.tree_flatten_with_path(batch)[0]
+    }
+    if not rows:
+        raise ValueError(f"batch index {index} of input_fn holds no arrays.")
+    scalars = [name for name, n in rows.items() if n is None]
+    if scalars:
+        raise ValueError(
+            f"{scalars[0]} of batch index {index} is a scalar; every features/labels array needs a batch axis 0."
+        )
+    if len(set(rows.values())) != 1:
+        listed = ", ".join(f"{name}: {n}" for name, n in rows.items())
+        raise ValueError(
+            f"every features/labels array needs the same rows on axis 0; batch index {index} has {listed}."
+        )
+    if next(iter(rows.values())) == 0:
+        raise ValueError(f"batch index {index} of input_fn has 0 rows; a batch needs at least one example.")
+    return batch
+
+
+def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Batch]:
     """Iterate ``(features, labels)`` numpy batches from what input_fn returned.
+
+    ``position`` (a ``data_position.DataPosition``, TRAIN only) restores and tracks the
+    position of a Dataset or of an iterator with ``get_state()``/``set_state()``.
 
     Raises:
       ValueError: the result, or an element, is a tuple of more than two parts (a
-        tuple returned by input_fn is ``(features, labels)``, as in tf.estimator).
-      TypeError: the result is none of the accepted kinds.
+        tuple returned by input_fn is ``(features, labels)``, as in tf.estimator); a
+        batch with a scalar, ragged or differently-sized leaf, no arrays or no rows
+        (naming the leaf and the batch index, counted from 0).
+      TypeError: the result is none of the accepted kinds; a leaf of strings or objects.
+      Exception: what the user's iterator raises, of its own type, with a note naming
+        the batch index it was reading.
     """
     if isinstance(result, tuple) and len(result) > 2:
         raise ValueError(
             f"input_fn must return features or (features, labels); got a tuple of {len(result)}."
         )
     if hasattr(result, "as_numpy_iterator"):
-        source: Any = result.as_numpy_iterator()
+        source: Any = result.as_numpy_iterator() if position is None else position.source(result)
     elif _is_leaf_batch(result) or (
         isinstance(result, tuple) and len(result) == 2 and _is_leaf_batch(result[0])
     ):
         source = itertools.repeat(result) if mode == ModeKeys.TRAIN else iter([result])
     elif hasattr(result, "__iter__"):
-        source = iter(result)
+        source = iter(result) if position is None else position.source(result)
     else:
         raise TypeError(
             "input_fn must return a tf.data.Dataset, an iterable of batches or one batch; "
             f"got {type(result).__name__}."
         )
-    for element in source:
-        yield _to_numpy(_split(element))
+    source = iter(source)
+    for index in itertools.count():
+        try:
+            element = next(source)
+        except StopIteration:
+            return
+        except Exception as err:  # the user's data raised: its own error, saying where
+            err.add_note(f"raised by input_fn's data while reading batch index {index}")
+            raise
+        yield _check_rows(_to_numpy(_split(element, index), index), index)
 
 
 def batch_rows(batch: Batch) -> int:

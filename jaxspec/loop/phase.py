@@ -53,6 +53,7 @@ class Phase:
         self.feeder: StepFeeder | None = None
         self.call: CompiledCall | None = None
         self._prefetcher: GroupPrefetcher | None = None
+        self.position: Any = None  # TRAIN: a data_position.DataPosition, set by run_train
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
         """input_fn's params: the plan's (with its per-pipeline ``batch_size``) and, on
@@ -91,7 +92,7 @@ class Phase:
             result = call_with_declared(
                 input_fn, dict(mode=self.mode, params=params, config=self.plan.config)
             )
-            iterators.append(iterate_batches(result, self.mode))
+            iterators.append(iterate_batches(result, self.mode, self.position if calls == 1 else None))
         batches = iterators[0] if len(iterators) == 1 else interleave(iterators)
         if self.mode == ModeKeys.PREDICT:
             batches = ((features, None) for features, _ in batches)
@@ -168,6 +169,8 @@ class Phase:
             return  # several processes agree on each loop's size; durations resize loops
         if self.iterations_per_loop == 1:
             return  # one step per loop: the hand-off to a thread costs more than it hides
+        if self.position is not None and self.position.tracking:
+            return  # the input's saved position must be that of the last trained batch
         ipl = self.iterations_per_loop
 
         def sizes(done: int) -> int:
@@ -184,5 +187,8 @@ class Phase:
     def host_calls(self, host: Any, n: int, first_step: int | None = None) -> None:
         """This loop's host_call functions, once per step in step order (see
         ``jaxspec.loop.host_call.run_host_calls``); ``first_step`` is given in TRAIN."""
-        every = self.plan.host_call_every_n_steps if first_step is not None else 1
-        run_host_calls(self.call.parts.host_calls, host, n, first_step or 0, every)
+        if first_step is None:  # EVAL/PREDICT: the global step does not move
+            run_host_calls(self.call.parts.host_calls, host, n, self.mode, self.call.global_step, 1, False)
+        else:
+            every = self.plan.host_call_every_n_steps
+            run_host_calls(self.call.parts.host_calls, host, n, self.mode, first_step, every, True)

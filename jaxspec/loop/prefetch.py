@@ -67,7 +67,7 @@ class GroupPrefetcher:
                 if not self._put((size, group)):
                     return
                 done += group[2]
-        except BaseException as err:  # noqa: BLE001 - handed to the caller, type kept
+        except BaseException as err:
             self._put(err)
             return
         self._put(_END)

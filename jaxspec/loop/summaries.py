@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
+import time
 from typing import Any
 
 import jax
 import numpy as np
 
 _writers: dict[str, Any] = {}
-_counter = itertools.count()
 _lock = threading.Lock()
+_last_ns = 0
+
+
+def _next_time_ns() -> int:
+    """Wall-clock nanoseconds, strictly increasing across calls in this process (call
+    with ``_lock`` held)."""
+    global _last_ns
+    _last_ns = max(time.time_ns(), _last_ns + 1)
+    return _last_ns
 
 
 def writer(logdir: str) -> Any:
@@ -21,11 +29,14 @@ def writer(logdir: str) -> Any:
 
     with _lock:
         if logdir not in _writers:
-            # tensorboardX names files by the second and opens them for writing: a second
-            # writer in the same second would truncate the first file. A pid and counter
-            # suffix keeps every file (as TF's own writer names do).
-            suffix = f".{os.getpid()}.{next(_counter)}"
-            _writers[logdir] = SummaryWriter(logdir=logdir, filename_suffix=suffix)
+            # tensorboardX names files by the second (then the host), and TensorBoard reads
+            # a directory's files in name order. The suffix keeps that order the write
+            # order within a second: a zero-padded nanosecond time (strictly increasing in
+            # this process), then the pid (also keeps a second writer from truncating the
+            # first file of the same second).
+            _writers[logdir] = SummaryWriter(
+                logdir=logdir, filename_suffix=f".{_next_time_ns():020d}.{os.getpid()}"
+            )
         return _writers[logdir]
 
 

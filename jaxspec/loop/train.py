@@ -12,7 +12,7 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
-from jaxspec.loop import summaries
+from jaxspec.loop import data_position, summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
@@ -122,10 +122,11 @@ def run_train(
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, plan.config)
     phase = Phase(plan)
-    latest = phase.store.latest_step()
+    latest = phase.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
     if max_steps is not None and latest is not None and latest >= max_steps:
         _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
+    phase.position = data_position.DataPosition(phase.store, latest, plan.model_dir)
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
         return
@@ -142,6 +143,7 @@ def run_train(
     runner = phase.begin(hooks, after=own)
     call = phase.call
     last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
+    data_position.track(phase, call)  # each checkpoint keeps the input's position
     try:
         phase.prefetch(None if last_step is None else last_step - call.global_step)
         with PreemptionWatcher() as preemption:
@@ -151,6 +153,7 @@ def run_train(
     finally:
         phase.close()
         phase.store.wait()
+        phase.store.extras_provider = None
         summaries.close_all()  # every event is on disk when train returns
     call.remember(call.global_step)  # the next call starts from memory if this is still on disk
     if preemption.triggered:
@@ -181,7 +184,7 @@ def _loops(
         state, _, losses, host, hook_values = call.run(*args)
         losses = to_host(losses).mean(axis=1)
         if np.isnan(losses).any():
-            raise NanLossDuringTrainingError()
+            raise NanLossDuringTrainingError(call.global_step + int(np.argmax(np.isnan(losses))))
         first = call.global_step
         call.state, call.global_step = state, first + n
         phase.host_calls(host, n, first)
