@@ -43,10 +43,13 @@ def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_metric_names(metrics: dict[str, Any]) -> None:
-    """An eval metric may not be called ``loss``: evaluate reports the loss under that
-    name (tf.estimator raises ValueError for the same clash)."""
-    if "loss" in metrics:
-        raise ValueError("an eval metric is named 'loss'; that name is the Estimator's own loss. Rename it.")
+    """An eval metric may not be called ``loss`` or ``global_step``: evaluate reports the
+    loss and the global step under those names (tf.estimator raises ValueError for both)."""
+    for name in ("loss", "global_step"):
+        if name in metrics:
+            raise ValueError(
+                f"an eval metric is named {name!r}; that name is the Estimator's own {name}. Rename it."
+            )
 
 
 def _metric_tensors(parts: SpecParts) -> list[Any]:

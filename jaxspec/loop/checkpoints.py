@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 CHECKPOINT_SUBDIR = "checkpoints"
 EMPTY_STATE_KEY = "__empty_state__"  # what a checkpoint of a state with no leaves holds
@@ -96,7 +97,7 @@ class CheckpointStore:
         if not jax.tree.leaves(target):
             return target
         checkpointer = ocp.StandardCheckpointer()
-        _check_against_metadata(checkpointer.metadata(item).item_metadata.tree, target)
+        _check_against_metadata(_item_tree(item), target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
         return checkpointer.restore(item, abstract)
 
@@ -144,7 +145,7 @@ def restore_on_host(path: str) -> Any:
     """
     item = item_directory(path)
     checkpointer = ocp.StandardCheckpointer()
-    tree = checkpointer.metadata(item).item_metadata.tree
+    tree = _item_tree(item)
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     abstract = jax.tree.map(
         lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding),
@@ -152,6 +153,13 @@ def restore_on_host(path: str) -> Any:
         is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
     )
     return checkpointer.restore(item, abstract)
+
+
+def _item_tree(item: str) -> Any:
+    """The array metadata tree of a checkpoint item directory, read by the item's handler:
+    a Checkpointer would also look for step metadata, which lives one level up in a
+    CheckpointManager step, and warn that it is missing."""
+    return ocp.StandardCheckpointHandler().metadata(epath.Path(item)).tree
 
 
 def _key_name(entry: Any) -> str:

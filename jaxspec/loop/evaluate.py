@@ -11,7 +11,7 @@ import numpy as np
 
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
-from jaxspec.loop import summaries
+from jaxspec.loop import console, summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.summaries import write_scalars
@@ -57,6 +57,13 @@ def run_evaluate(
     est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
 ) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
+    with console.running("evaluate", total=steps, unit="batches"):
+        return _run_evaluate(est, input_fn, steps, hooks, checkpoint_path, name)
+
+
+def _run_evaluate(
+    est: Any, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+) -> dict[str, Any]:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
     if steps is not None and steps <= 0:
@@ -84,21 +91,21 @@ def run_evaluate(
         totals = states if totals is None else _merge(totals, states)
         phase.call_host_fns(host, n)
         done += n
-        if est.config.log_step_count_steps:
-            _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
+        console.eval_progress(done - n, done, steps)
         loss = float(np.asarray(to_host(states["loss"]).compute()))
         if runner.after_run(
             {"loss": loss}, session.state, session.global_step, last_step_values(hook_values)
         ):
             break
     results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
+    scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
     results["global_step"] = session.global_step
     runner.end()
-    _log.info(
+    console.line(
         "Saving dict for global step %d: %s",
         session.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(est.model_dir, name), session.global_step, _summary_scalars(results))
+    write_scalars(eval_dir(est.model_dir, name), session.global_step, scalars)
     summaries.close(eval_dir(est.model_dir, name))  # only its own: training may be writing
     return results

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from jaxspec.engine.multihost import local_rows
+from jaxspec.loop import console
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 
@@ -53,6 +54,13 @@ def run_predict(
     est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any, yield_single_examples: bool
 ) -> Iterator[Any]:
     """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
+    with console.running("predict", unit="examples"):
+        yield from _run_predict(est, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+
+def _run_predict(
+    est: Any, input_fn: Any, predict_keys: Any, hooks: Any, checkpoint_path: Any, yield_single_examples: bool
+) -> Iterator[Any]:
     phase = Phase(est, "infer")
     if not phase.start(input_fn, checkpoint_path):
         return
@@ -71,8 +79,11 @@ def run_predict(
         args, mask, n = group
         done += n
         if log_every and done // log_every > logged // log_every:
-            _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
+            console.line(
+                "Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen, cadence=True
+            )
             logged = done
+        console.update(phase.feeder.examples_seen)
         runner.before_run()
         preds, hook_values = session.run(*args)
         preds = _select(local_rows(preds), predict_keys)  # this process's rows

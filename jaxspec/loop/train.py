@@ -11,7 +11,7 @@ import numpy as np
 from jaxspec.config import loop_duration_secs
 from jaxspec.engine.multihost import to_host
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
-from jaxspec.loop import summaries
+from jaxspec.loop import console, summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.preemption import PreemptionWatcher
@@ -75,8 +75,8 @@ class ProgressHook(SessionRunHook):
             return
         elapsed = max(time.time() - self.last_time, 1e-9)
         rate = (step - self.last_step) / elapsed
-        _log.info("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed)
-        _log.info("global_step/sec: %.4g", rate)
+        console.line("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed, cadence=True)
+        console.line("global_step/sec: %.4g", rate, cadence=True)
         scalars = {"global_step/sec": rate}
         if self.examples_per_step:
             scalars["examples/sec"] = rate * self.examples_per_step
@@ -128,12 +128,19 @@ def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int 
 
 def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any) -> None:
     """Body of ``Estimator.train``; see there."""
+    with console.running("train", unit="steps"):
+        _run_train(est, input_fn, hooks, steps, max_steps, saving_listeners)
+
+
+def _run_train(
+    est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
+) -> None:
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, est.config)
     phase = Phase(est, "train")
     latest = phase.store.latest_step()
     if max_steps is not None and latest is not None and latest >= max_steps:
-        _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
+        console.line("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
@@ -155,11 +162,12 @@ def run_train(est: Any, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, s
     session.create_state()
     runner.after_create_session(session.state, session.global_step)
     last_step = _last_step(runner.hooks, session.global_step, steps, max_steps)
+    console.set_total(None if last_step is None else last_step - session.global_step)
     try:
         with PreemptionWatcher() as preemption:
             _loops(phase, runner, progress, last_step, preemption)
             runner.end()
-        _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
+        console.line("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
@@ -177,7 +185,7 @@ def _loops(
 ) -> None:
     session = phase.session
     duration = loop_duration_secs(getattr(phase.est.config, "tpu_config", None))
-    loops = 0
+    loops, start, started_at = 0, session.global_step, time.perf_counter()
     while last_step is None or session.global_step < last_step:
         started = time.perf_counter()
         n = phase.iterations_per_loop
@@ -197,6 +205,8 @@ def _loops(
         phase.call_host_fns(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
+        rate = (session.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
+        console.update(session.global_step - start, loss=losses[-1], global_step_per_sec=rate)
         stop = runner.after_run(
             {"loss": losses[-1]}, session.state, session.global_step, last_step_values(hook_values)
         )
