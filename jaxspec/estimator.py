@@ -73,7 +73,7 @@ class Estimator:
       params: dict passed to model_fn (deep-copied).
       warm_start_from: a model_dir / checkpoint path or a WarmStartSettings; used only
         when model_dir has no checkpoint (TypeError for another type).
-      init_fn: builds the first state; None means model_fn gets an empty dict.
+      init_fn: builds the first state; required when model_fn declares ``state``.
 
     Calls are checked as tf.estimator does: labels returned by input_fn but not taken by
     model_fn, or a model_fn result that is not an EstimatorSpec (a TPUEstimatorSpec is
@@ -82,8 +82,8 @@ class Estimator:
     Raises:
       ValueError: config is not a RunConfig (checked first), model_fn is missing, the
         two model_dir values conflict, model_fn lacks ``features`` or declares names not
-        listed above (all named), init_fn declares a name not listed above, or params is
-        given and model_fn takes none.
+        listed above (all named), init_fn declares a name not listed above, params is
+        given and model_fn takes none, or model_fn declares ``state`` and init_fn is None.
     """
 
     def __init__(
@@ -102,7 +102,10 @@ class Estimator:
         from jaxspec.loop.warm_start import as_settings
 
         self._warm_start_settings = as_settings(warm_start_from)
-        verify_model_fn_args(model_fn, params)
+        if "state" in verify_model_fn_args(model_fn, params) and init_fn is None:
+            raise ValueError(
+                "model_fn declares `state` but no init_fn is given: pass init_fn to build the first state."
+            )
         config = resolve_model_dir(config, model_dir)
         if init_fn is not None:
             check_declared_args(init_fn, INIT_FN_ARGS, "init_fn")
@@ -190,7 +193,7 @@ class Estimator:
         Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
         batch is padded and masked so every example counts once. Returns a dict of Python
         scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses,
-        each weighted by its share of real rows), every metric, and ``global_step``; also
+        each input batch counting once, as tf.estimator), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:
@@ -220,6 +223,14 @@ class Estimator:
         from jaxspec.loop.predict import run_predict
 
         return run_predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+    def eval_dir(self, name: str | None = None) -> str:
+        """Where ``evaluate(name=name)`` writes its event files: ``model_dir/eval`` or
+        ``model_dir/eval_<name>`` (``tf.estimator.Estimator.eval_dir``); early stopping
+        hooks read it."""
+        from jaxspec.loop.evaluate import eval_dir
+
+        return eval_dir(self.model_dir, name)
 
     def export_saved_model(
         self,

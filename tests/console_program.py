@@ -28,7 +28,9 @@ est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), sys.argv[1], conf
 est.train(batches_input_fn(x, y, 16, repeat=True), steps=40)
 est.evaluate(batches_input_fn(x, y, 16), steps=25)
 est.evaluate(batches_input_fn(x, y, 64))
-est.evaluate(batches_input_fn(x, y, 16), checkpoint_path=os.path.join(sys.argv[1], "checkpoints", "20"), steps=3)
+est.evaluate(
+    batches_input_fn(x, y, 16), checkpoint_path=os.path.join(sys.argv[1], "checkpoints", "20"), steps=3
+)
 n = sum(1 for _ in est.predict(batches_input_fn(x, None, 64)))
 print("ROOT_HANDLERS_AFTER_IMPORT", len(ROOT_HANDLERS_AFTER_IMPORT), file=sys.stderr)
 print("ROOT_HANDLERS_AT_END", len(logging.root.handlers), file=sys.stderr)
