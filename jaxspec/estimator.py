@@ -192,8 +192,10 @@ class Estimator:
 
         Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
         batch is padded and masked so every example counts once. Returns a dict of Python
-        scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses,
-        each input batch counting once, as tf.estimator), every metric, and ``global_step``; also
+        scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses:
+        on one device each batch counts once, as tf.estimator; on TPUEstimator's mesh each
+        replica's loss is weighted by its share of real rows, and a short last batch's
+        padding rows reach model_fn's loss), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:
