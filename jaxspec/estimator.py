@@ -192,10 +192,11 @@ class Estimator:
 
         Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
         batch is padded and masked so every example counts once. Returns a dict of Python
-        scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses:
-        on one device each batch counts once, as tf.estimator; on TPUEstimator's mesh each
-        replica's loss is weighted by its share of real rows, and a short last batch's
-        padding rows reach model_fn's loss), every metric, and ``global_step``; also
+        scalars (arrays for vector metrics): ``loss`` (tf.estimator's: the mean over batches of
+        model_fn's loss, each batch counting once, a short last batch's loss over its real
+        rows; on TPUEstimator's mesh exact for a loss that is a mean over the replica's
+        rows, see ``jaxspec.loop.short_batch``; a model_fn whose loss is not a plain mean
+        weights its rows by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:

@@ -146,15 +146,16 @@ class StepEngine:
     def eval_loop(self) -> Callable[..., Any]:
         """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host, hooks)``.
 
-        The dict holds ``'loss'`` (a Mean of the per-batch losses, each weighted by its
-        share of real rows) and every metric, merged over the N steps.
+        The dict holds ``'loss'`` (a Mean of the per-batch losses; on the mesh each
+        replica's loss weighted by the mean of its mask, see ``jaxspec.loop.short_batch``)
+        and every metric, merged over the N steps.
         """
         on_mesh = self.mesh is not None
 
         def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
-                with padding_mask_scope(m):
+                with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                     parts = self._call(ModeKeys.EVAL, state, step, key, f, lab)
                     loss = parts.loss
                     if on_mesh:
@@ -181,6 +182,7 @@ class StepEngine:
                 frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
             else:
                 frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
+            losses = jnp.where(frac > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
             states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
             if parts.metric_fn is not None:
                 fn, tensors = parts.metric_fn
@@ -188,7 +190,7 @@ class StepEngine:
 
                 def step_metrics(args: Any) -> Any:
                     values, m = args
-                    with padding_mask_scope(m):
+                    with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 

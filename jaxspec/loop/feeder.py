@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxspec.config import InputPipelineConfig
 from jaxspec.loop.inputs import Batch, _concat, _pad_rows, _signature, batch_rows
+from jaxspec.loop.short_batch import exact_loss_steps
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -35,7 +36,8 @@ class StepFeeder:
       batch_size: rows of a full input batch (``params['batch_size']`` of input_fn);
         None takes the first batch's rows.
 
-    The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. Off the mesh
+    The mask is float32 ``[global_batch]``: > 0 for real rows (1, or a loss weight:
+    ``jaxspec.loop.short_batch``), 0 for padding. Off the mesh
     a short batch runs at its own shape (one more compilation), so nothing is padded. On
     the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
     would change the loss) a short first batch raises ValueError, and a later short batch
@@ -71,6 +73,11 @@ class StepFeeder:
             self._full_rows(batch_size)
         self._pending: tuple[Batch, np.ndarray] | None = None
         self.examples_seen = 0
+        # EVAL on one process's mesh: a short batch runs as steps giving tf.estimator's loss.
+        self._exact_loss = (
+            self._pad and mode == ModeKeys.EVAL and self._replicas > 1 and jax.process_count() == 1
+        )
+        self._queued: list[tuple[Batch, np.ndarray]] = []
 
     def _pull(self) -> Batch | None:
         try:
@@ -115,6 +122,8 @@ class StepFeeder:
         if self._pending is not None:
             step, self._pending = self._pending, None
             return step
+        if self._queued:
+            return self._queued.pop(0)
         try:
             return self._next_step()
         except _ShortTrainingBatch as short:
@@ -129,7 +138,14 @@ class StepFeeder:
     def _next_step(self) -> tuple[Batch, np.ndarray] | None:
         if not self._per_replica_input:
             batch = self._pull()
-            return None if batch is None else self._padded(batch)
+            if batch is None:
+                return None
+            step = self._padded(batch)
+            rows = int(step[1].sum())
+            if self._exact_loss and rows < len(step[1]):
+                first, *self._queued = exact_loss_steps(step[0], rows, len(step[1]), self._replicas)
+                return first
+            return step
         parts: list[tuple[Batch, np.ndarray]] = []
         while len(parts) < self._replicas:
             batch = self._pull()
