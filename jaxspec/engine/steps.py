@@ -52,6 +52,17 @@ def _check_metric_names(metrics: dict[str, Any]) -> None:
             )
 
 
+def _replica_weights(mask: Any) -> Any:
+    """Each replica's weight in the eval loss, ``[N, R]`` from the mask ``[N, R, b]``: its
+    share of real rows, or for the steps of a short batch (``SPLIT`` rows, a loop of their
+    own) ``n_r * R / G`` so that batch weighs as a full one (``jaxspec.loop.short_batch``)."""
+    real = (mask > 0).astype(mask.dtype)
+    split = jnp.max(mask, axis=(1, 2), keepdims=True)[..., 0] > 1  # [N, 1]
+    rows = jnp.maximum(jnp.sum(real * split[..., None]), 1.0)
+    n_r = jnp.sum(real, axis=-1)
+    return jnp.where(split, n_r * mask.shape[1] / rows, n_r / mask.shape[2])
+
+
 def _metric_tensors(parts: SpecParts) -> list[Any]:
     """The eval_metrics tensors of a TPUEstimatorSpec as a flat list (empty if none)."""
     if parts.metric_fn is None:
@@ -181,7 +192,7 @@ class StepEngine:
             if self.broadcast:
                 frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
             else:
-                frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
+                frac = _replica_weights(mask.reshape(n, r, -1))
             losses = jnp.where(frac > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
             states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
             if parts.metric_fn is not None:

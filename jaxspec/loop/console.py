@@ -230,6 +230,8 @@ def eval_progress(before: int, done: int, steps: int | None) -> None:
     ``Evaluation [k/steps]`` line for each k in that range at its cadence: every batch
     below 20 steps, every ``steps // 10`` from 20 on, and the last; none when ``steps``
     is None."""
+    if steps is not None:  # a short batch's extra steps (jaxspec.loop.short_batch) count once
+        before, done = min(before, steps), min(done, steps)
     update(done)
     if steps is None:
         return

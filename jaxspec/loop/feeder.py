@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxspec.config import InputPipelineConfig
 from jaxspec.loop.inputs import Batch, _concat, _pad_rows, _signature, batch_rows
-from jaxspec.loop.short_batch import exact_loss_steps
+from jaxspec.loop.short_batch import SPLIT, exact_loss_steps
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -22,6 +22,10 @@ class _ShortTrainingBatch(Exception):
     def __init__(self, rows: int) -> None:
         super().__init__(rows)
         self.rows = rows
+
+
+def _is_split(step: tuple[Batch, np.ndarray]) -> bool:
+    return bool(step[1].max(initial=0.0) >= SPLIT)
 
 
 class StepFeeder:
@@ -36,8 +40,8 @@ class StepFeeder:
       batch_size: rows of a full input batch (``params['batch_size']`` of input_fn);
         None takes the first batch's rows.
 
-    The mask is float32 ``[global_batch]``: > 0 for real rows (1, or a loss weight:
-    ``jaxspec.loop.short_batch``), 0 for padding. Off the mesh
+    The mask is float32 ``[global_batch]``: 1 for real rows (``SPLIT`` in the steps of a
+    short EVAL batch on the mesh, see ``jaxspec.loop.short_batch``), 0 for padding. Off the mesh
     a short batch runs at its own shape (one more compilation), so nothing is padded. On
     the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
     would change the loss) a short first batch raises ValueError, and a later short batch
@@ -73,10 +77,9 @@ class StepFeeder:
             self._full_rows(batch_size)
         self._pending: tuple[Batch, np.ndarray] | None = None
         self.examples_seen = 0
-        # EVAL on one process's mesh: a short batch runs as steps giving tf.estimator's loss.
-        self._exact_loss = (
-            self._pad and mode == ModeKeys.EVAL and self._replicas > 1 and jax.process_count() == 1
-        )
+        # EVAL on the mesh, one batch split over replicas: a short batch runs as steps
+        # that give tf.estimator's loss (jaxspec.loop.short_batch), in a loop of their own.
+        self._exact_loss = self._pad and mode == ModeKeys.EVAL and self._replicas > 1
         self._queued: list[tuple[Batch, np.ndarray]] = []
 
     def _pull(self) -> Batch | None:
@@ -177,11 +180,14 @@ class StepFeeder:
             return None
         group = [first]
         sig = _signature(first[0])
-        while len(group) < max_steps:
+        split = _is_split(first)
+        while len(group) < max_steps or (split and self._queued):
+            if split and not self._queued:
+                break  # the steps of a short batch form a loop of their own
             step = self.next_step()
             if step is None:
                 break
-            if _signature(step[0]) != sig:
+            if _signature(step[0]) != sig or _is_split(step) != split:
                 self._pending = step
                 break
             group.append(step)

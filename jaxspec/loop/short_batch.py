@@ -9,12 +9,13 @@ shape in which every replica is either *full* (``b`` distinct real rows), *one r
 masked out). Only the first copy of a repeated row is marked real, so metrics count every
 example once.
 
-The mask carries the loss weight: real rows are marked ``full / rows`` instead of 1 (the
-engine binarises it for metrics and model_fn). A replica's weight in the loss mean is the
-mean of its mask, ``n_r * full / (rows * b)``, i.e. ``n_r * R / rows`` for ``n_r`` distinct
-real rows: the replicas of the short batch weigh ``R`` in all, as the ``R`` replicas of a
-full batch do, and within it each replica counts by its real rows. For a model_fn whose
-loss is the mean over its rows this is exactly tf.estimator's number.
+Real rows of these steps are marked ``SPLIT`` (2.0) in the mask instead of 1 (the engine
+binarises the mask for metrics and model_fn), and the feeder gives them a loop of their
+own. The compiled eval loop then weighs each replica of those steps by ``n_r * R / G``
+(``n_r`` distinct real rows, ``R`` replicas, ``G`` real rows of the whole short batch, over
+every process): the short batch weighs ``R`` in all, as the ``R`` replicas of a full
+batch do, and within it each replica counts by its real rows. For a model_fn whose loss
+is the mean over its rows this is exactly tf.estimator's number.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import jax
 import numpy as np
 
 from jaxspec.loop.inputs import Batch
+
+SPLIT = 2.0  # the mask value of a real row in the steps of a short batch
 
 
 def exact_loss_steps(batch: Batch, rows: int, full: int, replicas: int) -> list[tuple[Batch, np.ndarray]]:
@@ -35,10 +38,10 @@ def exact_loss_steps(batch: Batch, rows: int, full: int, replicas: int) -> list[
       replicas: replicas of the mesh.
 
     Returns:
-      One or more steps shaped as ``batch``, each with a float32 ``[full]`` mask.
+      One or more steps shaped as ``batch``, each with a float32 ``[full]`` mask
+      (``SPLIT`` on real rows, 0 elsewhere).
     """
     b = full // replicas
-    scale = full / rows
     whole = rows // b  # replicas holding b distinct real rows
     singles = list(range(whole * b, rows))  # real rows left: one replica each
     steps = []
@@ -49,12 +52,12 @@ def exact_loss_steps(batch: Batch, rows: int, full: int, replicas: int) -> list[
         used = 0
         if first:
             index[: whole * b] = np.arange(whole * b)
-            mask[: whole * b] = scale
+            mask[: whole * b] = SPLIT
             used, first = whole, False
         while singles and used < replicas:
             row = singles.pop(0)
             index[used * b : (used + 1) * b] = row
-            mask[used * b] = scale
+            mask[used * b] = SPLIT
             used += 1
         steps.append((jax.tree.map(lambda x, i=index: x[i], batch), mask))
     return steps
