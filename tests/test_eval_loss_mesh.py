@@ -70,7 +70,7 @@ def test_mesh_loss_is_tf_estimators(tmp_path: Any, batch: int) -> None:
             init_fn=init_fn,
         )
         results[use_tpu] = est.evaluate(batches_input_fn(X, Y, batch))
-        # steps counts input batches: the short batch's extra step does not cut it short
+        # the short last batch's extra step runs even past steps: the batch is never cut
         limited = est.evaluate(batches_input_fn(X, Y, batch), steps=-(-len(X) // batch))
         assert limited["loss"] == pytest.approx(results[use_tpu]["loss"], rel=1e-6)
     loss, accuracy = _numpy(batch)
