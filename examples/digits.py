@@ -16,7 +16,6 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import argparse
-import logging
 import tempfile
 from typing import Any
 
@@ -259,7 +258,4 @@ if __name__ == "__main__":
     parser.add_argument("--model_dir", default=None, help="defaults to a new temporary directory")
     parser.add_argument("--max_steps", type=int, default=600)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
-    for noisy in ("absl", "jax", "orbax", "tensorflow"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     main(args.model_dir, args.max_steps)

@@ -3,7 +3,7 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import export, hooks, metrics, summary
+from jaxspec import _root_logger, export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.compilation_cache import enable_compilation_cache
 from jaxspec.engine.cross_shard import CrossShardOptimizer
@@ -23,6 +23,7 @@ from jaxspec.hooks import (
     StopAtStepHook,
     SummarySaverHook,
 )
+from jaxspec.loop.console import undo_basic_config
 from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.npu_config import NPURunConfig
@@ -41,6 +42,9 @@ from jaxspec.tpu_estimator import TPUEstimator
 from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
 
 __version__ = "0.1.0"
+
+undo_basic_config(_root_logger.HANDLERS_BEFORE_IMPORT)
+del undo_basic_config
 
 __all__ = [
     "enable_compilation_cache",

@@ -19,6 +19,7 @@ from jaxspec.cluster import maybe_initialize
 from jaxspec.config import RunConfig
 from jaxspec.engine.compilation_cache import ensure_compilation_cache
 from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore
+from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
 from jaxspec.loop.export import ExportSource, export_source
 from jaxspec.loop.plan import RunPlan
@@ -82,7 +83,7 @@ class Estimator:
       params: dict passed to model_fn (deep-copied).
       warm_start_from: a model_dir / checkpoint path or a WarmStartSettings; used only
         when model_dir has no checkpoint (TypeError for another type).
-      init_fn: builds the first state; None means model_fn gets an empty dict.
+      init_fn: builds the first state; required when model_fn declares ``state``.
 
     Calls are checked as tf.estimator does: labels returned by input_fn but not taken by
     model_fn, or a model_fn result that is not an EstimatorSpec (a TPUEstimatorSpec is
@@ -91,8 +92,8 @@ class Estimator:
     Raises:
       ValueError: config is not a RunConfig (checked first), model_fn is missing, the
         two model_dir values conflict, model_fn lacks ``features`` or declares names not
-        listed above (all named), init_fn declares a name not listed above, or params is
-        given and model_fn takes none.
+        listed above (all named), init_fn declares a name not listed above, params is
+        given and model_fn takes none, or model_fn declares ``state`` and init_fn is None.
     """
 
     def __init__(
@@ -109,7 +110,10 @@ class Estimator:
         if model_fn is None:
             raise ValueError("model_fn is required.")
         self._warm_start_settings = as_settings(warm_start_from)
-        verify_model_fn_args(model_fn, params)
+        if "state" in verify_model_fn_args(model_fn, params) and init_fn is None:
+            raise ValueError(
+                "model_fn declares `state` but no init_fn is given: pass init_fn to build the first state."
+            )
         config = resolve_model_dir(config, model_dir)
         if init_fn is not None:
             check_declared_args(init_fn, INIT_FN_ARGS, "init_fn")
@@ -196,8 +200,11 @@ class Estimator:
 
         Runs ``steps`` batches, or to the end of input_fn's data when None; a final partial
         batch is padded and masked so every example counts once. Returns a dict of Python
-        scalars (arrays for vector metrics): ``loss`` (the mean of the per-batch losses,
-        each weighted by its share of real rows), every metric, and ``global_step``; also
+        scalars (arrays for vector metrics): ``loss`` (tf.estimator's: the mean over batches of
+        model_fn's loss, each batch counting once, a short last batch's loss over its real
+        rows; on TPUEstimator's mesh exact for a loss that is a mean over the replica's
+        rows, see ``jaxspec.loop.short_batch``; a model_fn whose loss is not a plain mean
+        weights its rows by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:
@@ -225,6 +232,14 @@ class Estimator:
         # A generator function: the plan (and its batch-size checks) waits for next(), as TF.
         plan = self._run_plan(ModeKeys.PREDICT)
         yield from run_predict(plan, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+    def eval_dir(self, name: str | None = None) -> str:
+        """Where ``evaluate(name=name)`` writes its event files: ``model_dir/eval`` or
+        ``model_dir/eval_<name>`` (``tf.estimator.Estimator.eval_dir``); early stopping
+        hooks read it."""
+        from jaxspec.loop.evaluate import eval_dir
+
+        return eval_dir(self.model_dir, name)
 
     def export_saved_model(
         self,
@@ -351,9 +366,10 @@ class Estimator:
         if self._store is None:
             maybe_initialize(self._config.cluster)  # Orbax asks JAX for the process index
             c = self._config
-            self._store = CheckpointStore(
-                self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours
-            )
+            with quiet_libraries():  # Orbax logs through absl, whose first record configures the root
+                self._store = CheckpointStore(
+                    self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours
+                )
         return self._store
 
     def _run_plan(self, mode: str, for_export: bool = False) -> RunPlan:

@@ -72,23 +72,27 @@ def test_est_03_properties(tmp_path):
 @pytest.mark.parametrize("model_dir", [None, ""])
 def test_est_04_temporary_model_dir(model_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="jaxspec"):
-        est = jaxspec.Estimator(linear_model_fn, model_dir=model_dir)
+        est = jaxspec.Estimator(linear_model_fn, model_dir=model_dir, init_fn=init_fn)
     assert os.path.isdir(est.model_dir) and est.config.model_dir == est.model_dir
     assert any("temporary" in r.getMessage() and est.model_dir in r.getMessage() for r in caplog.records)
-    other = jaxspec.Estimator(linear_model_fn)
+    other = jaxspec.Estimator(linear_model_fn, init_fn=init_fn)
     assert other.model_dir != est.model_dir
 
 
 def test_est_05_model_dir_from_constructor_config_or_both(tmp_path):
     here, there = str(tmp_path / "a"), str(tmp_path / "b")
     for est in (
-        jaxspec.Estimator(linear_model_fn, model_dir=here),
-        jaxspec.Estimator(linear_model_fn, config=jaxspec.RunConfig(model_dir=here)),
-        jaxspec.Estimator(linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=here)),
+        jaxspec.Estimator(linear_model_fn, model_dir=here, init_fn=init_fn),
+        jaxspec.Estimator(linear_model_fn, config=jaxspec.RunConfig(model_dir=here), init_fn=init_fn),
+        jaxspec.Estimator(
+            linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=here), init_fn=init_fn
+        ),
     ):
         assert est.model_dir == est.config.model_dir == here
     with pytest.raises(ValueError, match="model_dir .*different"):
-        jaxspec.Estimator(linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=there))
+        jaxspec.Estimator(
+            linear_model_fn, model_dir=here, config=jaxspec.RunConfig(model_dir=there), init_fn=init_fn
+        )
 
 
 def test_est_06_features_argument(tmp_path):

@@ -44,10 +44,24 @@ def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_metric_names(metrics: dict[str, Any]) -> None:
-    """An eval metric may not be called ``loss``: evaluate reports the loss under that
-    name (tf.estimator raises ValueError for the same clash)."""
-    if "loss" in metrics:
-        raise ValueError("an eval metric is named 'loss'; that name is the Estimator's own loss. Rename it.")
+    """An eval metric may not be called ``loss`` or ``global_step``: evaluate reports the
+    loss and the global step under those names (tf.estimator raises ValueError for both)."""
+    for name in ("loss", "global_step"):
+        if name in metrics:
+            raise ValueError(
+                f"an eval metric is named {name!r}; that name is the Estimator's own {name}. Rename it."
+            )
+
+
+def _replica_weights(mask: Any) -> Any:
+    """Each replica's weight in the eval loss, ``[N, R]`` from the mask ``[N, R, b]``: its
+    share of real rows, or for the steps of a short batch (``SPLIT`` rows, a loop of their
+    own) ``n_r * R / G`` so that batch weighs as a full one (``jaxspec.loop.short_batch``)."""
+    real = (mask > 0).astype(mask.dtype)
+    split = jnp.max(mask, axis=(1, 2), keepdims=True)[..., 0] > 1  # [N, 1]
+    rows = jnp.maximum(jnp.sum(real * split[..., None]), 1.0)
+    n_r = jnp.sum(real, axis=-1)
+    return jnp.where(split, n_r * mask.shape[1] / rows, n_r / mask.shape[2])
 
 
 def _metric_tensors(parts: SpecParts) -> list[Any]:
@@ -144,15 +158,16 @@ class StepEngine:
     def eval_loop(self) -> Callable[..., Any]:
         """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host, hooks)``.
 
-        The dict holds ``'loss'`` (a Mean of the per-batch losses, each weighted by its
-        share of real rows) and every metric, merged over the N steps.
+        The dict holds ``'loss'`` (a Mean of the per-batch losses; on the mesh each
+        replica's loss weighted by the mean of its mask, see ``jaxspec.loop.short_batch``)
+        and every metric, merged over the N steps.
         """
         on_mesh = self.mesh is not None
 
         def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
-                with padding_mask_scope(m):
+                with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                     parts = self._call(ModeKeys.EVAL, state, step, key, f, lab)
                     loss = parts.loss
                     if on_mesh:
@@ -178,7 +193,8 @@ class StepEngine:
             if self.broadcast:
                 frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
             else:
-                frac = jnp.mean(mask.reshape(n, r, -1), axis=-1)
+                frac = _replica_weights(mask.reshape(n, r, -1))
+            losses = jnp.where(frac > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
             states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
             if parts.metric_fn is not None:
                 fn, tensors = parts.metric_fn
@@ -186,7 +202,7 @@ class StepEngine:
 
                 def step_metrics(args: Any) -> Any:
                     values, m = args
-                    with padding_mask_scope(m):
+                    with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 

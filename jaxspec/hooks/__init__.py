@@ -11,6 +11,14 @@ from jaxspec.hooks.basic import (
     SummarySaverHook,
 )
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
+from jaxspec.hooks.early_stopping import (
+    make_early_stopping_hook,
+    read_eval_metrics,
+    stop_if_higher_hook,
+    stop_if_lower_hook,
+    stop_if_no_decrease_hook,
+    stop_if_no_increase_hook,
+)
 from jaxspec.hooks.timer import SecondOrStepTimer
 
 __all__ = [
@@ -25,4 +33,10 @@ __all__ = [
     "StepCounterHook",
     "StopAtStepHook",
     "SummarySaverHook",
+    "make_early_stopping_hook",
+    "read_eval_metrics",
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from jaxspec._trees import named_leaves
 from jaxspec.errors import DataLossError
@@ -229,7 +230,7 @@ class CheckpointStore:
             return target
         checkpointer = ocp.StandardCheckpointer()
         with _as_data_loss(None, path):
-            tree = checkpointer.metadata(item).item_metadata.tree
+            tree = _item_tree(item)
         _check_against_metadata(tree, target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
         with _as_data_loss(None, path):
@@ -329,7 +330,7 @@ def restore_on_host(path: str) -> Any:
     """
     item = item_directory(path)
     checkpointer = ocp.StandardCheckpointer()
-    tree = checkpointer.metadata(item).item_metadata.tree
+    tree = _item_tree(item)
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     abstract = jax.tree.map(
         lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=sharding),
@@ -337,6 +338,13 @@ def restore_on_host(path: str) -> Any:
         is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
     )
     return checkpointer.restore(item, abstract)
+
+
+def _item_tree(item: str) -> Any:
+    """The array metadata tree of a checkpoint item directory, read by the item's handler:
+    a Checkpointer would also look for step metadata, which lives one level up in a
+    CheckpointManager step, and warn that it is missing."""
+    return ocp.StandardCheckpointHandler().metadata(epath.Path(item)).tree
 
 
 def _check_against_metadata(metadata: Any, target: Any) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
-from jaxspec.loop import summaries
+from jaxspec.loop import console, summaries
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
@@ -58,6 +58,13 @@ def run_evaluate(
     plan: RunPlan, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
 ) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
+    with console.running("evaluate", total=steps, unit="batches"):
+        return _run_evaluate(plan, input_fn, steps, hooks, checkpoint_path, name)
+
+
+def _run_evaluate(
+    plan: RunPlan, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+) -> dict[str, Any]:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
     if steps is not None and steps <= 0:
@@ -75,21 +82,22 @@ def run_evaluate(
     finally:
         phase.close()
     results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
+    scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
     results["global_step"] = call.global_step
     runner.end()
-    _log.info(
+    console.line(
         "Saving dict for global step %d: %s",
         call.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(plan.model_dir, name), call.global_step, _summary_scalars(results))
+    write_scalars(eval_dir(plan.model_dir, name), call.global_step, scalars)
     summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
     return results
 
 
 def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any]:
     """Run the eval loops; the metric states merged over every batch."""
-    call, plan = phase.call, phase.plan
+    call = phase.call
     totals: dict[str, Any] | None = None
     done = 0
     while steps is None or done < steps:
@@ -103,8 +111,7 @@ def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any]:
         totals = states if totals is None else _merge(totals, states)
         phase.host_calls(host, n)
         done += n
-        if plan.config.log_step_count_steps:
-            _log.info("Evaluation [%d/%s]", done, steps if steps is not None else "?")
+        console.eval_progress(done - n, done, steps)
         loss = float(np.asarray(to_host(states["loss"]).compute()))
         if runner.after_run({"loss": loss}, call.state, call.global_step, last_step_values(hook_values)):
             break

@@ -11,6 +11,7 @@ import numpy as np
 from jaxspec._trees import shape_signature
 from jaxspec.config import InputPipelineConfig
 from jaxspec.loop.inputs import Batch, _concat, _pad_rows, batch_rows
+from jaxspec.loop.short_batch import SPLIT, exact_loss_steps
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -22,6 +23,10 @@ class _ShortTrainingBatch(Exception):
     def __init__(self, rows: int) -> None:
         super().__init__(rows)
         self.rows = rows
+
+
+def _is_split(step: tuple[Batch, np.ndarray]) -> bool:
+    return bool(step[1].max(initial=0.0) >= SPLIT)
 
 
 class StepFeeder:
@@ -36,7 +41,8 @@ class StepFeeder:
       batch_size: rows of a full input batch (``params['batch_size']`` of input_fn);
         None takes the first batch's rows.
 
-    The mask is float32 ``[global_batch]``: 1 for real rows, 0 for padding. Off the mesh
+    The mask is float32 ``[global_batch]``: 1 for real rows (``SPLIT`` in the steps of a
+    short EVAL batch on the mesh, see ``jaxspec.loop.short_batch``), 0 for padding. Off the mesh
     a short batch runs at its own shape (one more compilation), so nothing is padded. On
     the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
     would change the loss) a short first batch raises ValueError, and a later short batch
@@ -72,6 +78,10 @@ class StepFeeder:
             self._full_rows(batch_size)
         self._pending: tuple[Batch, np.ndarray] | None = None
         self.examples_seen = 0
+        # EVAL on the mesh, one batch split over replicas: a short batch runs as steps
+        # that give tf.estimator's loss (jaxspec.loop.short_batch), in a loop of their own.
+        self._exact_loss = self._pad and mode == ModeKeys.EVAL and self._replicas > 1
+        self._queued: list[tuple[Batch, np.ndarray]] = []
 
     def _pull(self) -> Batch | None:
         try:
@@ -116,6 +126,8 @@ class StepFeeder:
         if self._pending is not None:
             step, self._pending = self._pending, None
             return step
+        if self._queued:
+            return self._queued.pop(0)
         try:
             return self._next_step()
         except _ShortTrainingBatch as short:
@@ -130,7 +142,14 @@ class StepFeeder:
     def _next_step(self) -> tuple[Batch, np.ndarray] | None:
         if not self._per_replica_input:
             batch = self._pull()
-            return None if batch is None else self._padded(batch)
+            if batch is None:
+                return None
+            step = self._padded(batch)
+            rows = int(step[1].sum())
+            if self._exact_loss and rows < len(step[1]):
+                first, *self._queued = exact_loss_steps(step[0], rows, len(step[1]), self._replicas)
+                return first
+            return step
         parts: list[tuple[Batch, np.ndarray]] = []
         while len(parts) < self._replicas:
             batch = self._pull()
@@ -162,11 +181,14 @@ class StepFeeder:
             return None
         group = [first]
         sig = shape_signature(first[0])
-        while len(group) < max_steps:
+        split = _is_split(first)
+        while len(group) < max_steps or (split and self._queued):
+            if split and not self._queued:
+                break  # the steps of a short batch form a loop of their own
             step = self.next_step()
             if step is None:
                 break
-            if shape_signature(step[0]) != sig:
+            if shape_signature(step[0]) != sig or _is_split(step) != split:
                 self._pending = step
                 break
             group.append(step)

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from jaxspec.engine.multihost import local_rows
+from jaxspec.loop import console
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
@@ -59,6 +60,18 @@ def run_predict(
     yield_single_examples: bool,
 ) -> Iterator[Any]:
     """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
+    with console.running("predict", unit="examples"):
+        yield from _run_predict(plan, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+
+def _run_predict(
+    plan: RunPlan,
+    input_fn: Any,
+    predict_keys: Any,
+    hooks: Any,
+    checkpoint_path: Any,
+    yield_single_examples: bool,
+) -> Iterator[Any]:
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         return
@@ -68,16 +81,17 @@ def run_predict(
     runner = phase.begin(hooks)
     phase.prefetch(None)
     try:
-        log_every, done, logged = plan.config.log_step_count_steps, 0, 0
+        log_every, done, logged, examples = plan.config.log_step_count_steps, 0, 0, 0
         while True:
             group = phase.next_group(phase.iterations_per_loop)
             if group is None:
                 break
             args, mask, n = group
-            done += n
+            done, examples = done + n, examples + int((mask > 0).sum())
             if log_every and done // log_every > logged // log_every:
-                _log.info("Prediction: %d batches, %d examples so far.", done, phase.feeder.examples_seen)
+                console.line("Prediction: %d batches, %d examples so far.", done, examples, cadence=True)
                 logged = done
+            console.update(examples)
             runner.before_run()
             preds, hook_values = call.run(*args)
             preds = _select(local_rows(preds), predict_keys)  # this process's rows

@@ -12,7 +12,7 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
-from jaxspec.loop import data_position, summaries
+from jaxspec.loop import console, data_position, summaries
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
@@ -66,8 +66,8 @@ class ProgressHook(SessionRunHook):
             return
         elapsed = max(time.time() - self.last_time, 1e-9)
         rate = (step - self.last_step) / elapsed
-        _log.info("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed)
-        _log.info("global_step/sec: %.4g", rate)
+        console.line("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed, cadence=True)
+        console.line("global_step/sec: %.4g", rate, cadence=True)
         scalars = {"global_step/sec": rate}
         if self.examples_per_step:
             scalars["examples/sec"] = rate * self.examples_per_step
@@ -119,12 +119,19 @@ def run_train(
     plan: RunPlan, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
 ) -> None:
     """Body of ``Estimator.train``, run from the Estimator's TRAIN plan; see there."""
+    with console.running("train", unit="steps"):
+        _run_train(plan, input_fn, hooks, steps, max_steps, saving_listeners)
+
+
+def _run_train(
+    plan: RunPlan, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
+) -> None:
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, plan.config)
     phase = Phase(plan)
     latest = phase.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
     if max_steps is not None and latest is not None and latest >= max_steps:
-        _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
+        console.line("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
     phase.position = data_position.DataPosition(phase.store, latest, plan.model_dir)
     if not phase.start(input_fn):
@@ -144,12 +151,13 @@ def run_train(
     call = phase.call
     last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
     data_position.track(phase, call)  # each checkpoint keeps the input's position
+    console.set_total(None if last_step is None else last_step - call.global_step)
     try:
         phase.prefetch(None if last_step is None else last_step - call.global_step)
         with PreemptionWatcher() as preemption:
             _loops(phase, runner, progress, last_step, preemption)
             runner.end()
-        _log.info("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
+        console.line("Loss for final step: %s.", progress.losses[-1] if len(progress.losses) else None)
     finally:
         phase.close()
         phase.store.wait()
@@ -170,7 +178,7 @@ def _loops(
 ) -> None:
     call = phase.call
     duration = phase.plan.loop_duration_secs
-    loops = 0
+    loops, start, started_at = 0, call.global_step, time.perf_counter()
     while last_step is None or call.global_step < last_step:
         started = time.perf_counter()
         n = phase.iterations_per_loop
@@ -190,6 +198,8 @@ def _loops(
         phase.host_calls(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
+        rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
+        console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
         stop = runner.after_run(
             {"loss": losses[-1]}, call.state, call.global_step, last_step_values(hook_values)
         )

@@ -1,0 +1,248 @@
+"""What train, evaluate and predict show: a progress bar on a terminal, tf.estimator's
+log lines elsewhere, and the libraries' own chatter kept out of both.
+
+Where the output goes is decided once per call, from the ``jaxspec`` logger:
+
+- its level set explicitly above INFO (``logging.getLogger("jaxspec").setLevel(
+  logging.WARNING)``, as ``tf.get_logger().setLevel`` silences TensorFlow): nothing;
+- logging configured by the program (a handler on ``jaxspec`` or an ancestor, e.g.
+  ``logging.basicConfig``): INFO records of the ``jaxspec`` logger at tf.estimator's
+  cadence, handled as the program configured;
+- no logging configured and stderr a terminal: a ``rich`` progress bar on stderr;
+- no logging configured, stderr not a terminal (pipes, CI): the same lines as records
+  would give, written to stderr in logging's basic format (``INFO:jaxspec:...``).
+
+While a call runs, loggers of the libraries jaxspec calls (``absl``, which Orbax logs
+through, and ``tensorflow``) that the program left at NOTSET are raised to WARNING, and a
+stand-in for logging's last-resort handler sits on the root logger when it has none, so
+absl's ``logging.basicConfig()`` on its first record never configures the program's root
+logger. Both are undone when the call ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_log = logging.getLogger("jaxspec")
+QUIETED_LOGGERS = ("absl", "jax", "tensorflow")
+
+OFF, RECORDS, BAR, LINES = "off", "records", "bar", "lines"
+
+
+class _Stderr(logging.StreamHandler):
+    """A StreamHandler on whatever ``sys.stderr`` is at emit time."""
+
+    def __init__(self, level: int = logging.NOTSET, fmt: str = logging.BASIC_FORMAT) -> None:
+        super().__init__()
+        self.setLevel(level)
+        self.setFormatter(logging.Formatter(fmt))
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+_lines = _Stderr()
+_last_resort = _Stderr(logging.WARNING, "%(message)s")  # behaves as logging.lastResort
+
+
+def mode() -> str:
+    """Where this call's progress goes: ``off``, ``records``, ``bar`` or ``lines``."""
+    if logging.INFO < _log.level:
+        return OFF
+    if _log.hasHandlers() and not _only_stand_in():
+        return RECORDS
+    return BAR if _isatty(sys.stderr) else LINES
+
+
+def _only_stand_in() -> bool:
+    return logging.root.handlers == [_last_resort] and not _log.handlers
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Quiet:
+    """Library loggers raised to WARNING and the root stand-in, for the outermost call."""
+
+    depth = 0
+    raised: list[logging.Logger] = []
+
+    @classmethod
+    def enter(cls) -> None:
+        cls.depth += 1
+        if cls.depth > 1:
+            return
+        cls.raised = [logging.getLogger(n) for n in QUIETED_LOGGERS]
+        cls.raised = [lg for lg in cls.raised if lg.level == logging.NOTSET]
+        for lg in cls.raised:
+            lg.setLevel(logging.WARNING)
+        if not logging.root.handlers:
+            logging.root.addHandler(_last_resort)
+
+    @classmethod
+    def exit(cls) -> None:
+        cls.depth -= 1
+        if cls.depth:
+            return
+        for lg in cls.raised:
+            if lg.level == logging.WARNING:
+                lg.setLevel(logging.NOTSET)
+        cls.raised = []
+        if _last_resort in logging.root.handlers:
+            logging.root.removeHandler(_last_resort)
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Within: absl/TensorFlow records below WARNING hidden, the root logger untouched."""
+    _Quiet.enter()
+    try:
+        yield
+    finally:
+        _Quiet.exit()
+
+
+def undo_basic_config(handlers_before: list[logging.Handler]) -> None:
+    """Remove the handlers that a library's ``logging.basicConfig()`` put on the root
+    logger since ``handlers_before`` was taken (only when the root had none then)."""
+    if handlers_before:
+        return
+    for handler in list(logging.root.handlers):
+        logging.root.removeHandler(handler)
+
+
+class Progress:
+    """One call's progress: ``line()`` for tf.estimator's log lines, ``update()`` for the
+    bar. Built by ``running``; also usable with no call running (lines only)."""
+
+    def __init__(self, what: str, total: int | None, unit: str) -> None:
+        self.mode = mode()
+        self.what, self.total, self.unit = what, total, unit
+        self._bar: Any = None
+        self._task: Any = None
+        self._started = time.perf_counter()
+        if self.mode == BAR:
+            self._start_bar()
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._bar = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(self.unit),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=Console(file=sys.stderr),
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._task = self._bar.add_task(self.what, total=self.total, info="")
+        self._bar.start()
+
+    def update(self, completed: int, **info: float) -> None:
+        """Set the bar to ``completed`` (of ``total``) with ``info`` shown beside it
+        (e.g. ``loss=0.3``); a no-op off the bar."""
+        if self._bar is None:
+            return
+        text = ", ".join(f"{k.replace('_per_', '/')} = {v:.4g}" for k, v in info.items())
+        self._bar.update(self._task, completed=completed, info=text)
+
+    def set_total(self, total: int | None) -> None:
+        """The bar's total, once known (None: unknown)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+
+    def line(self, msg: str, *args: Any, cadence: bool = True) -> None:
+        """One of tf.estimator's INFO lines. ``cadence`` lines (the periodic ones) are
+        left to the bar on a terminal; the others (results) are printed there too."""
+        if self.mode != BAR:
+            _emit(self.mode, msg, args)
+        elif not cadence:
+            self._bar.console.print(msg % args if args else msg, markup=False, highlight=False)
+
+    def close(self) -> None:
+        """Stop the bar (its last state stays on screen)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+_current: list[Progress] = []
+
+
+@contextlib.contextmanager
+def running(what: str, total: int | None = None, unit: str = "steps") -> Iterator[Progress]:
+    """The console of one train/evaluate/predict call: quiet libraries, and a Progress
+    that ``line``/``update``/``set_total`` reach until the call ends."""
+    with quiet_libraries():
+        progress = Progress(what, total, unit)
+        _current.append(progress)
+        try:
+            yield progress
+        finally:
+            _current.remove(progress)
+            progress.close()
+
+
+def line(msg: str, *args: Any, cadence: bool = False) -> None:
+    """A tf.estimator INFO line: through the running call's Progress, else (no call
+    running) as that call would print it off the bar."""
+    if _current:
+        _current[-1].line(msg, *args, cadence=cadence)
+        return
+    where = mode()
+    _emit(LINES if where == BAR else where, msg, args)
+
+
+def update(completed: int, **info: float) -> None:
+    """Move the running call's bar (a no-op with none, or off a terminal)."""
+    if _current:
+        _current[-1].update(completed, **info)
+
+
+def set_total(total: int | None) -> None:
+    """Set the running call's total, once known (None: unknown)."""
+    if _current:
+        _current[-1].set_total(total)
+
+
+def eval_progress(before: int, done: int, steps: int | None) -> None:
+    """After evaluation batches ``before+1 .. done``: the bar, and tf.estimator's
+    ``Evaluation [k/steps]`` line for each k in that range at its cadence: every batch
+    below 20 steps, every ``steps // 10`` from 20 on, and the last; none when ``steps``
+    is None."""
+    if steps is not None:  # a short batch's extra steps (jaxspec.loop.short_batch) count once
+        before, done = min(before, steps), min(done, steps)
+    update(done)
+    if steps is None:
+        return
+    every = 1 if steps < 20 else steps // 10
+    for k in range(before + 1, done + 1):
+        if k % every == 0 or k == steps:
+            line("Evaluation [%d/%d]", k, steps, cadence=True)
+
+
+def _emit(where: str, msg: str, args: tuple[Any, ...]) -> None:
+    if where == RECORDS:
+        _log.info(msg, *args)
+    elif where == LINES:
+        _lines.handle(_log.makeRecord(_log.name, logging.INFO, "(console)", 0, msg, args, None))

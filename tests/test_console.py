@@ -1,0 +1,124 @@
+"""The console of a program that configures no logging (tests/console_program.py): a
+progress bar in a pseudo-terminal, tf.estimator's log lines through a pipe, the user's
+own logging configuration honoured, one switch to turn it off, and nothing from
+Orbax/absl below WARNING in any of them."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+PROGRAM = str(Path(__file__).with_name("console_program.py"))
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, COLUMNS="160", TERM="xterm")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def _through_pipe(model_dir: str, how: str = "") -> str:
+    done = subprocess.run(
+        [sys.executable, PROGRAM, model_dir, how], capture_output=True, text=True, env=_env(), timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def _in_terminal(model_dir: str) -> str:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, PROGRAM, model_dir], stdin=slave, stdout=slave, stderr=slave, env=_env()
+    )
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, out[-3000:]
+    return ANSI.sub("", out.decode("utf-8", "replace")).replace("\r", "\n")
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("console")
+    runs = {
+        "pipe": lambda: _through_pipe(str(root / "pipe")),
+        "basic": lambda: _through_pipe(str(root / "basic"), "basic"),
+        "off": lambda: _through_pipe(str(root / "off"), "off"),
+        "pty": lambda: _in_terminal(str(root / "pty")),
+    }
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {k: pool.submit(fn) for k, fn in runs.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def _no_library_chatter(text: str) -> None:
+    for word in ("absl", "orbax", "Orbax", "_CHECKPOINT_METADATA", "async_save", "tensorstore"):
+        assert word not in text, word
+    assert "ROOT_HANDLERS_AT_END 0" in text or "ROOT_HANDLERS_AT_END 1" in text
+
+
+def test_pipe_prints_tf_estimator_lines_at_its_cadence(outputs: dict[str, str]) -> None:
+    text = outputs["pipe"]
+    _no_library_chatter(text)
+    steps = [int(s) for s in re.findall(r"^INFO:jaxspec:loss = [0-9.e-]+, step = (\d+) ", text, re.M)]
+    assert steps == [10, 20, 30, 40]  # every log_step_count_steps=10
+    assert len(re.findall(r"^INFO:jaxspec:global_step/sec: ", text, re.M)) == 4
+    evals = re.findall(r"^INFO:jaxspec:Evaluation \[(\d+)/(\d+)\]$", text, re.M)
+    # steps=25: every 25 // 10 = 2 batches, and the last; steps=None: none; steps=3: each.
+    assert evals == [(str(k), "25") for k in [*range(2, 25, 2), 25]] + [("1", "3"), ("2", "3"), ("3", "3")]
+    saved = re.findall(r"^INFO:jaxspec:Saving dict for global step (\d+): ", text, re.M)
+    assert saved == ["40", "40", "20"]
+    assert "ROOT_HANDLERS_AFTER_IMPORT 0" in text and "ROOT_HANDLERS_AT_END 0" in text
+    assert "PREDICTED 512" in text
+
+
+def test_terminal_shows_progress_bars(outputs: dict[str, str]) -> None:
+    text = outputs["pty"]
+    _no_library_chatter(text)
+    assert re.search(r"train .*40/40 steps.*loss = [0-9.]+, global_step/sec = [0-9.e+]+", text)
+    assert re.search(r"evaluate .*25/25 batches", text)
+    assert re.search(r"evaluate .*8/\? batches", text)  # steps=None: total unknown
+    assert re.search(r"predict .*512/\? examples", text)
+    assert "INFO:jaxspec:loss =" not in text and "Evaluation [" not in text  # the bar replaces them
+    assert len(re.findall(r"Saving dict for global step \d+: ", text)) == 3  # results still shown
+    assert "ROOT_HANDLERS_AT_END 0" in text and "PREDICTED 512" in text
+
+
+def test_user_logging_configuration_is_honoured(outputs: dict[str, str]) -> None:
+    text = outputs["basic"]
+    _no_library_chatter(text)  # Orbax's INFO lines (async save, throughput) are not shown
+    assert len(re.findall(r"^USER INFO jaxspec: loss = ", text, re.M)) == 4
+    assert len(re.findall(r"^USER INFO jaxspec: Saving dict for global step", text, re.M)) == 3
+    assert "INFO:jaxspec" not in text
+    assert "ROOT_HANDLERS_AT_END 1" in text
+
+
+def test_one_switch_turns_the_console_off(outputs: dict[str, str]) -> None:
+    text = outputs["off"]
+    _no_library_chatter(text)
+    assert "jaxspec" not in text and "Evaluation" not in text and "Saving dict" not in text
+    assert "PREDICTED 512" in text
+
+
+def test_import_leaves_the_root_logger_alone() -> None:
+    code = (
+        "import logging, jaxspec; assert logging.root.handlers == [], logging.root.handlers;"
+        "logging.basicConfig(level=logging.INFO); assert logging.root.level == logging.INFO"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env(), cwd=str(Path(__file__).parents[1]))

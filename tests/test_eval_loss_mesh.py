@@ -1,0 +1,100 @@
+"""tf.estimator's eval loss on the mesh: the mean over input batches of each batch's loss,
+a short last batch's loss over its real rows (load_breast_cancer: 569 rows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxspec
+from tests.helpers import batches_input_fn, fast_config
+
+
+def _data() -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = load_breast_cancer(return_X_y=True)
+    x = ((x - x.mean(0)) / x.std(0)).astype(np.float32)
+    w = np.random.default_rng(0).normal(0, 0.3, (30,)).astype(np.float32)
+    return x, y.astype(np.float32), {"w": w, "b": np.float32(0.2)}
+
+
+X, Y, PARAMS = _data()
+
+
+def model_fn(features, labels, mode, params, state):
+    logits = features["x"] @ state["w"] + state["b"]
+    if mode == jaxspec.ModeKeys.PREDICT:
+        return jaxspec.TPUEstimatorSpec(mode, predictions={"logits": logits})
+    per_row = jnp.logaddexp(0.0, logits) - labels * logits  # sigmoid cross-entropy
+    loss = jnp.mean(per_row)
+
+    def metric_fn(labels, logits):
+        return {
+            "accuracy": jaxspec.metrics.accuracy(labels, (logits > 0).astype(jnp.float32)),
+            "masked_loss": jaxspec.metrics.mean(per_row_of(labels, logits)),
+        }
+
+    return jaxspec.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+
+
+def per_row_of(labels, logits):
+    return jnp.logaddexp(0.0, logits) - labels * logits
+
+
+def init_fn():
+    return jax.tree.map(jnp.asarray, PARAMS)
+
+
+def _numpy(batch: int) -> tuple[float, float]:
+    logits = X.astype(np.float64) @ PARAMS["w"] + PARAMS["b"]
+    per_row = np.logaddexp(0.0, logits) - Y * logits
+    batch_losses = [per_row[s : s + batch].mean() for s in range(0, len(X), batch)]
+    return float(np.mean(batch_losses)), float(np.mean((logits > 0) == (Y > 0.5)))
+
+
+@pytest.mark.parametrize("batch", [64, 128])  # short batch: 57 rows (one step, two with b=16)
+def test_mesh_loss_is_tf_estimators(tmp_path: Any, batch: int) -> None:
+    results = {}
+    for use_tpu in (True, False):
+        est = jaxspec.TPUEstimator(
+            model_fn,
+            config=fast_config(str(tmp_path / str(use_tpu))),
+            use_tpu=use_tpu,
+            train_batch_size=batch,
+            eval_batch_size=batch,
+            init_fn=init_fn,
+        )
+        results[use_tpu] = est.evaluate(batches_input_fn(X, Y, batch))
+        # the short last batch's extra step runs even past steps: the batch is never cut
+        limited = est.evaluate(batches_input_fn(X, Y, batch), steps=-(-len(X) // batch))
+        assert limited["loss"] == pytest.approx(results[use_tpu]["loss"], rel=1e-6)
+    loss, accuracy = _numpy(batch)
+    row_mean = float(
+        np.mean(np.logaddexp(0.0, X @ PARAMS["w"] + PARAMS["b"]) - Y * (X @ PARAMS["w"] + PARAMS["b"]))
+    )
+    assert abs(loss - row_mean) > 1e-4  # the two definitions differ here: the test can tell
+    for use_tpu in (True, False):
+        assert results[use_tpu]["loss"] == pytest.approx(loss, rel=1e-5), use_tpu
+        assert results[use_tpu]["accuracy"] == pytest.approx(accuracy, abs=1e-6), use_tpu
+        assert results[use_tpu]["masked_loss"] == pytest.approx(row_mean, rel=1e-5), use_tpu
+    assert results[True]["loss"] == pytest.approx(results[False]["loss"], rel=1e-5)
+
+
+def test_model_fn_reads_the_padding_mask(tmp_path: Any) -> None:
+    """A loss that is not a plain mean (here a sum) weights its rows by the mask."""
+
+    def summed(features, labels, mode, params, state):
+        logits = features["x"] @ state["w"] + state["b"]
+        per_row = per_row_of(labels, logits)
+        mask = jaxspec.metrics.current_padding_mask()
+        return jaxspec.TPUEstimatorSpec(mode, loss=jnp.sum(per_row * mask) / jnp.maximum(jnp.sum(mask), 1.0))
+
+    est = jaxspec.TPUEstimator(
+        summed, config=fast_config(str(tmp_path)), train_batch_size=64, eval_batch_size=64, init_fn=init_fn
+    )
+    assert est.evaluate(batches_input_fn(X, Y, 64))["loss"] == pytest.approx(_numpy(64)[0], rel=1e-5)
