@@ -1,4 +1,5 @@
-"""The 1-D replica mesh and how host batches become global arrays on it."""
+"""The replica mesh (1-D, or 2-D ``('replica', 'core')`` with model parallelism) and how
+host batches become global arrays on it."""
 
 from __future__ import annotations
 
@@ -11,22 +12,65 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 REPLICA_AXIS = "replica"
+CORE_AXIS = "core"
 
 
-def make_replica_mesh(num_shards: int | None = None) -> Mesh:
-    """A 1-D mesh named ``'replica'`` over ``num_shards`` devices (all of them if None).
+def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int | None = None) -> Mesh:
+    """The mesh of TPUEstimator's replicas.
+
+    With ``num_cores_per_replica`` None or 1: a 1-D mesh named ``'replica'`` over
+    ``num_shards`` devices (all of them if None). With ``num_cores_per_replica=k > 1``: a
+    2-D mesh ``('replica', 'core')`` of shape ``(replicas, k)``, ``replicas`` being
+    ``num_shards`` or ``devices // k`` (TF: "the total number of cores equals
+    num_cores_per_replica * num_shards"); the k cores of a replica are consecutive devices,
+    so they share a process whenever k <= its local devices.
 
     Devices are ``jax.devices()``, which spans every process after
     ``jax.distributed.initialize``.
 
     Raises:
-      ValueError: ``num_shards`` exceeds the number of devices.
+      ValueError: ``num_shards`` (times k) exceeds the number of devices, or the device
+        count is not divisible by k.
     """
     devices = jax.devices()
-    n = num_shards or len(devices)
-    if n > len(devices):
-        raise ValueError(f"num_shards={n} but only {len(devices)} devices are available.")
-    return Mesh(np.array(devices[:n]), (REPLICA_AXIS,))
+    k = num_cores_per_replica or 1
+    if k == 1:
+        n = num_shards or len(devices)
+        if n > len(devices):
+            raise ValueError(f"num_shards={n} but only {len(devices)} devices are available.")
+        return Mesh(np.array(devices[:n]), (REPLICA_AXIS,))
+    if num_shards is None and len(devices) % k:
+        raise ValueError(f"num_cores_per_replica={k} does not divide the number of devices ({len(devices)}).")
+    replicas = num_shards or len(devices) // k
+    if replicas * k > len(devices):
+        raise ValueError(
+            f"num_shards={replicas} with num_cores_per_replica={k} needs {replicas * k} devices; "
+            f"only {len(devices)} are available."
+        )
+    grid = np.array(devices[: replicas * k]).reshape(replicas, k)
+    return Mesh(grid, (REPLICA_AXIS, CORE_AXIS))
+
+
+def num_replicas(mesh: Mesh | None) -> int:
+    """Replicas of the mesh (1 off the mesh): the size of its ``'replica'`` axis."""
+    return 1 if mesh is None else mesh.shape[REPLICA_AXIS]
+
+
+def cores_per_replica(mesh: Mesh | None) -> int:
+    """Devices of one replica: the size of the ``'core'`` axis (1 on a 1-D mesh)."""
+    return 1 if mesh is None else dict(mesh.shape).get(CORE_AXIS, 1)
+
+
+def local_replicas(mesh: Mesh) -> int:
+    """Replicas whose devices belong to this process."""
+    return mesh.local_mesh.size // cores_per_replica(mesh)
+
+
+def local_replica_devices(mesh: Mesh) -> list[Any]:
+    """The first device of each of this process's replicas, in mesh order."""
+    me = jax.process_index()
+    grid = mesh.devices.reshape(num_replicas(mesh), -1)
+    return [row[0] for row in grid if row[0].process_index == me]
 
 
 def replicated(mesh: Mesh | None) -> Any:
@@ -34,9 +78,10 @@ def replicated(mesh: Mesh | None) -> Any:
     return None if mesh is None else NamedSharding(mesh, P())
 
 
-def stacked_batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Sharding of ``[steps, batch, ...]`` inputs: batch split over replicas."""
-    return NamedSharding(mesh, P(None, REPLICA_AXIS))
+def stacked_batch_sharding(mesh: Mesh, spec: P | None = None) -> NamedSharding:
+    """Sharding of ``[steps, batch, ...]`` inputs: batch split over replicas (and, with
+    ``spec`` from input_partition_dims, further dimensions over ``'core'``)."""
+    return NamedSharding(mesh, P(None, REPLICA_AXIS) if spec is None else spec)
 
 
 def canonical_host_array(x: Any) -> np.ndarray:

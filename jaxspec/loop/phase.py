@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.fn_args import call_with_declared
+from jaxspec.engine.mesh import local_replica_devices, local_replicas, num_replicas
 from jaxspec.engine.multihost import agree, to_host
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.feeder import StepFeeder
@@ -56,7 +57,7 @@ class Phase:
         local = self._local_devices()
         device = str(local[invocation % len(local)]) if total > 1 else str(local[0])
         params["context"] = TPUContext(
-            self.mesh.size,
+            num_replicas(self.mesh),
             jax.process_count(),
             jax.process_index(),
             len(local),
@@ -69,8 +70,8 @@ class Phase:
         return params
 
     def _local_devices(self) -> list[Any]:
-        """This process's devices in the mesh, in mesh order."""
-        return [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
+        """This process's replicas in the mesh (the first device of each), in mesh order."""
+        return local_replica_devices(self.mesh)
 
     def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
@@ -78,7 +79,7 @@ class Phase:
         pipeline = self.est._input_pipeline()
         per_shard = self.mesh is not None and pipeline == InputPipelineConfig.PER_SHARD_V1
         calls = len(self._local_devices()) if per_shard else 1
-        total = self.mesh.size if per_shard else 1
+        total = num_replicas(self.mesh) if per_shard else 1
         iterators, params = [], {}
         for i in range(calls):
             params = self._input_params(jax.process_index() * calls + i if per_shard else 0, total)
@@ -94,7 +95,7 @@ class Phase:
         est = self.est
         batches, batch_size = self._batches(input_fn)
         pipeline = est._input_pipeline() if self.mesh is not None else InputPipelineConfig.PER_HOST_V1
-        replicas = 1 if self.mesh is None else self.mesh.local_mesh.size
+        replicas = 1 if self.mesh is None else local_replicas(self.mesh)
         self.feeder = StepFeeder(
             batches, self.mode, replicas, pipeline, batch_size, on_mesh=self.mesh is not None
         )
@@ -111,6 +112,7 @@ class Phase:
             est.config,
             self.mesh,
             broadcast=broadcast,
+            partition_rules=getattr(est, "_partition_rules", None),
         )
         self.session = Session(
             engine,

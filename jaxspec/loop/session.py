@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec.engine.fn_args import call_with_declared
-from jaxspec.engine.mesh import put_replicated, put_stacked, replicated, stacked_batch_sharding
+from jaxspec.engine.mesh import put_stacked, replicated, stacked_batch_sharding
+from jaxspec.engine.partitioning import put_state, state_shardings
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.checkpoints import CheckpointStore
@@ -74,11 +75,6 @@ class Session:
         self.mode = mode
         self.mesh = engine.mesh
         self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(seed or 0))
-        self._loop = {
-            ModeKeys.TRAIN: engine.train_loop,
-            ModeKeys.EVAL: engine.eval_loop,
-            ModeKeys.PREDICT: engine.predict_loop,
-        }[mode]()
         self._compiled: dict[Any, Any] = {}
         self._lowered: dict[Any, Any] = {}
         self._shared = shared if shared is not None else {}
@@ -88,6 +84,13 @@ class Session:
         self.checkpoint_path = checkpoint_path
         self.restored_step = self._checkpoint_step(checkpoint_path)
         self.abstract_state = self._abstract_state()
+        self.state_shardings = jax.tree.map(lambda s: s.sharding, self.abstract_state)
+        engine.state_shardings = self.state_shardings  # the loops keep the state's layout
+        self._loop = {
+            ModeKeys.TRAIN: engine.train_loop,
+            ModeKeys.EVAL: engine.eval_loop,
+            ModeKeys.PREDICT: engine.predict_loop,
+        }[mode]()
         self.state: Any = None
         self.global_step = self.restored_step or 0
         self.warm_start: WarmStartSettings | None = None
@@ -117,9 +120,14 @@ class Session:
 
     def _initial_state(self) -> Any:
         """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
-        slow); an init_fn that cannot be traced (host-side logic on values) runs as is."""
+        slow) with the state's shardings as output shardings, so each device computes and
+        holds only its shards (born sharded); an init_fn that cannot be traced (host-side
+        logic on values) runs as is."""
+        treedef = jax.tree.structure(self.abstract_state)
+        shardings = jax.tree.leaves(self.state_shardings)
+        flat_init = lambda: jax.tree.leaves(self._call_init())  # noqa: E731
         try:
-            return jax.jit(self._call_init)()
+            return jax.tree.unflatten(treedef, jax.jit(flat_init, out_shardings=shardings)())
         except (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError):
             return self._call_init()
 
@@ -129,9 +137,13 @@ class Session:
         TrainState's ``tx``) is reused, so its compiled executables still fit."""
         shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
         # Off the mesh the state lives on this process's first device (a checkpoint
-        # written by a mesh of several processes is then restored locally).
-        sharding = replicated(self.mesh) or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        leaves = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in jax.tree.leaves(shapes)]
+        # written by a mesh of several processes is then restored locally); on the mesh
+        # it is replicated, or laid out over 'core' by partition_rules / flax metadata.
+        shardings = jax.tree.leaves(state_shardings(shapes, self.engine.partition_rules, self.mesh))
+        leaves = [
+            jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh)
+            for s, sh in zip(jax.tree.leaves(shapes), shardings, strict=True)
+        ]
         treedef = jax.tree.structure(shapes)
         previous = self._shared.get("state")
         if (
@@ -204,7 +216,7 @@ class Session:
         scaffold = self.parts.scaffold
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))
-        self.state = put_replicated(state, self.mesh)
+        self.state = put_state(state, self.state_shardings)
 
     def _as_traced(self, state: Any) -> Any:
         """``state``'s leaves in the tree the loop was compiled for (pytree metadata such
