@@ -55,6 +55,26 @@ class Attention(nn.Module):
         return nn.Dense(10)(nn.tanh(out.reshape(x.shape[0], 64)))
 
 
+LOGICAL_AXIS_RULES = (("mlp", "core"), ("embed", None))
+
+
+class BoxedMlp(nn.Module):
+    """Mlp whose layout is flax partitioning metadata: logical names for the hidden
+    kernel (mapped by LOGICAL_AXIS_RULES), mesh names for the rest."""
+
+    bias_axes: tuple = ("core",)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel0 = nn.with_logical_partitioning(
+            nn.initializers.lecun_normal(), ("embed", "mlp"), rules=LOGICAL_AXIS_RULES
+        )
+        bias0 = nn.with_partitioning(nn.initializers.zeros_init(), self.bias_axes)
+        hidden = nn.Dense(32, kernel_init=kernel0, bias_init=bias0)(x)
+        kernel1 = nn.with_partitioning(nn.initializers.lecun_normal(), ("core", None))
+        return nn.Dense(10, kernel_init=kernel1)(nn.tanh(hidden))
+
+
 def make_init_fn(module: nn.Module, lr: float = 0.05) -> Any:
     def init_fn(features: Any) -> train_state.TrainState:
         params = module.init(jax.random.PRNGKey(7), jnp.asarray(features["x"][:1]))

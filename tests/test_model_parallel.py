@@ -14,6 +14,7 @@ from tests.model_parallel_models import (
     ATTENTION_RULES,
     MLP_RULES,
     Attention,
+    BoxedMlp,
     Mlp,
     StateProbe,
     config,
@@ -200,3 +201,40 @@ def test_cross_shard_optimizer_reduces_over_replicas_only(tmp_path):
         summed = out["sum"].get_variable_value(name) - first
         mean = out["mean"].get_variable_value(name) - first
         np.testing.assert_allclose(summed, 4 * mean, atol=1e-5, rtol=1e-4, err_msg=name)
+
+
+def test_flax_partitioning_metadata_lays_out_the_state(tmp_path):
+    """nn.with_partitioning / with_logical_partitioning boxes give the layout (no rules):
+    the same numbers as Mlp with MLP_RULES, the same shards."""
+    boxed = _run(str(tmp_path / "boxed"), BoxedMlp(), None, cores=2, steps=10)
+    ruled = _run(str(tmp_path / "ruled"), Mlp(), MLP_RULES, cores=2, steps=10)
+    final = boxed["probe"].final
+    for suffix, spec in [
+        ("params/params/Dense_0/kernel/value", P(None, "core")),  # logical ('embed', 'mlp')
+        ("opt_state/0/mu/params/Dense_0/bias/value", P("core")),
+        ("opt_state/0/nu/params/Dense_1/kernel/value", P("core", None)),
+        ("params/params/Dense_1/bias", P()),
+    ]:
+        leaf = _leaf(final, suffix)
+        assert leaf.sharding.spec == spec, suffix
+        split = 2 if "core" in spec else 1
+        assert all(s.data.size * split == leaf.size for s in leaf.addressable_shards), suffix
+    for name, value in ruled["values"].items():
+        boxed_name = name if name.endswith(("Dense_1/bias", "count", "step")) else name + "/value"
+        np.testing.assert_allclose(boxed["values"][boxed_name], value, atol=1e-5, rtol=0, err_msg=name)
+    np.testing.assert_allclose(boxed["predictions"], ruled["predictions"], atol=1e-5, rtol=0)
+
+
+def test_flax_metadata_naming_replica_is_refused(tmp_path):
+    x, y = digits(64)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=config(str(tmp_path), 2),
+        train_batch_size=64,
+        init_fn=make_init_fn(BoxedMlp(bias_axes=("replica",))),
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"'params/params/Dense_0/bias/value' \(shape \(32,\)\), flax partitioning metadata.*'replica'",
+    ):
+        est.train(batches_input_fn(x, y, 64, repeat=True), steps=1)
