@@ -238,3 +238,58 @@ def test_flax_metadata_naming_replica_is_refused(tmp_path):
         match=r"'params/params/Dense_0/bias/value' \(shape \(32,\)\), flax partitioning metadata.*'replica'",
     ):
         est.train(batches_input_fn(x, y, 64, repeat=True), steps=1)
+
+
+def _v2_input_fn(x, y):
+    def input_fn(params):  # PER_HOST_V2: called for one replica's batch at a time
+        b = params["batch_size"]
+        while True:
+            for s in range(0, len(x), b):
+                yield {"x": x[s : s + b]}, y[s : s + b]
+
+    return input_fn
+
+
+def test_input_partition_dims_split_features_over_cores(tmp_path):
+    """PER_HOST_V2 with input_partition_dims: features [B, 64] split over the 2 cores on
+    their second dimension; the same numbers as the unpartitioned 8x1 run."""
+    x, y = digits(256)
+    runs = {}
+    for name, cores, dims in [("split", 2, [{"x": [1, 2]}, None]), ("plain", None, None)]:
+        tpu = dict(per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2)
+        if dims is not None:
+            tpu["input_partition_dims"] = dims
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=config(str(tmp_path / name), cores, **tpu),
+            train_batch_size=64,
+            eval_batch_size=64,
+            init_fn=make_init_fn(Attention()),
+            partition_rules=ATTENTION_RULES,
+        )
+        est.train(_v2_input_fn(x, y), steps=10)
+        metrics = est.evaluate(batches_input_fn(x[:128], y[:128], 16 if cores else 8), steps=2)
+        runs[name] = (est, {n: est.get_variable_value(n) for n in est.get_variable_names()}, metrics)
+    (split, split_values, split_metrics), (_, plain_values, plain_metrics) = runs["split"], runs["plain"]
+    for name, value in plain_values.items():
+        np.testing.assert_allclose(split_values[name], value, atol=1e-5, rtol=0, err_msg=name)
+    for key, value in plain_metrics.items():
+        np.testing.assert_allclose(split_metrics[key], value, atol=1e-5, rtol=0, err_msg=key)
+    (compiled,) = [c for (mode, _), c in split._compile_cache["compiled"].items() if mode == "train"]
+    features_sharding = jax.tree.leaves(compiled.input_shardings[0][3])[0]
+    assert features_sharding.spec == P(None, "replica", "core")
+
+
+def test_input_partition_dims_checked():
+    with pytest.raises(ValueError, match=r"splits into 4 parts; num_cores_per_replica is 2"):
+        jaxspec.TPUConfig(
+            num_cores_per_replica=2,
+            per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2,
+            input_partition_dims=[[1, 2, 2]],
+        )
+    with pytest.raises(ValueError, match="one non-batch dimension"):
+        jaxspec.TPUConfig(
+            num_cores_per_replica=2,
+            per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2,
+            input_partition_dims=[{"x": [2, 1]}, None],
+        )

@@ -90,13 +90,54 @@ def canonical_host_array(x: Any) -> np.ndarray:
     return x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=False)
 
 
-def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False) -> Any:
+def partitioned_input_specs(batch_args: tuple[Any, ...], input_partition_dims: Any) -> Any:
+    """Per leaf of ``batch_args`` (``(features, labels[, mask])``, stacked
+    ``[steps, batch, ...]``): its PartitionSpec from TPUConfig's ``input_partition_dims``
+    (``[features_dims, labels_dims]``; each None, a list per tensor dimension, or a dict
+    of those by feature name): batch over ``'replica'``, the dimension with more than one
+    part over ``'core'``. Leaves without dims (and the mask) get ``P(None, 'replica')``.
+
+    Raises:
+      ValueError: the dims do not match the input's structure or a tensor's rank, or a
+        dimension is not divisible by its parts.
+    """
+    dims = (list(input_partition_dims) + [None] * len(batch_args))[: len(batch_args)]
+
+    def spec(x: Any, d: Any, where: str) -> P:
+        if d is None:
+            return P(None, REPLICA_AXIS)
+        shape = np.shape(x)[1:]  # [batch, ...] of one step
+        if len(d) != len(shape):
+            raise ValueError(f"input_partition_dims {list(d)} for {where} of rank {len(shape)} {shape}.")
+        if any(n > 1 and size % n for n, size in zip(d, shape, strict=True)):
+            raise ValueError(f"input_partition_dims {list(d)} do not divide {where}'s shape {shape}.")
+        return P(None, REPLICA_AXIS, *[CORE_AXIS if n > 1 else None for n in d[1:]])
+
+    def specs_for(tree: Any, d: Any, where: str) -> Any:
+        if isinstance(d, dict):
+            if not isinstance(tree, dict):
+                raise ValueError(f"input_partition_dims gives a dict for {where}, which is not a dict.")
+            return {k: specs_for(v, d.get(k), f"{where}[{k!r}]") for k, v in tree.items()}
+        leaves, treedef = jax.tree.flatten(tree)
+        if d is not None and len(leaves) != 1:
+            raise ValueError(
+                f"input_partition_dims gives one list for {where}, which has {len(leaves)} tensors."
+            )
+        return jax.tree.unflatten(treedef, [spec(x, d, where) for x in leaves])
+
+    names = ("features", "labels", "mask")
+    return tuple(specs_for(arg, d, names[i]) for i, (arg, d) in enumerate(zip(batch_args, dims, strict=True)))
+
+
+def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False, specs: Any = None) -> Any:
     """Move host arrays ``[steps, batch, ...]`` to the devices.
 
     On the mesh each process passes its local rows and gets a global array whose batch
     axis is split over the replicas (``jax.make_array_from_process_local_data``), so no
     host ever gathers the global batch. With ``broadcast`` (BROADCAST input) every
-    replica gets the whole batch: process 0's, sent to the others.
+    replica gets the whole batch: process 0's, sent to the others. ``specs`` (a tree like
+    ``tree`` of PartitionSpecs, from ``partitioned_input_specs``) also splits leaves over
+    ``'core'``.
     """
     if mesh is None:
         return jax.tree.map(jnp.asarray, tree)
@@ -106,6 +147,10 @@ def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False) -> Any:
 
             tree = multihost_utils.broadcast_one_to_all(tree)
         return jax.device_put(tree, replicated(mesh))
+    if specs is not None:
+        return jax.tree.map(
+            lambda x, s: jax.make_array_from_process_local_data(NamedSharding(mesh, s), x), tree, specs
+        )
     sharding = stacked_batch_sharding(mesh)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), tree)
 

@@ -14,7 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec.engine.fn_args import call_with_declared
-from jaxspec.engine.mesh import put_stacked, replicated, stacked_batch_sharding
+from jaxspec.engine.mesh import (
+    cores_per_replica,
+    partitioned_input_specs,
+    put_stacked,
+    replicated,
+    stacked_batch_sharding,
+)
 from jaxspec.engine.partitioning import put_state, state_shardings
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
@@ -162,6 +168,14 @@ class Session:
         """The SpecParts of the first trace (hooks, host functions, scaffold)."""
         return self.engine.parts[self.mode]
 
+    def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
+        """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
+        input_partition_dims splits them over 'core' (None otherwise)."""
+        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
+        if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
+            return None
+        return partitioned_input_specs(batch_args, dims)
+
     def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
         """Abstract loop arguments (with the shardings the real ones get) for batches
         stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
@@ -171,12 +185,19 @@ class Session:
                 replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
             )
 
-        def spec(x: Any) -> jax.ShapeDtypeStruct:
+        def spec(x: Any, sharding: Any = batch_sharding) -> jax.ShapeDtypeStruct:
             shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
-            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding)
+            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
 
         step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
-        return (self.abstract_state, step, self.step_key, *jax.tree.map(spec, batch_args))
+        input_specs = self._input_specs(batch_args)
+        if input_specs is None:
+            batch = jax.tree.map(spec, batch_args)
+        else:
+            batch = jax.tree.map(
+                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
+            )
+        return (self.abstract_state, step, self.step_key, *batch)
 
     def trace(self, steps: int, *batch_args: Any) -> None:
         """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
@@ -238,6 +259,7 @@ class Session:
 
     def run(self, *host_args: Any) -> Any:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
-        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast)
+        specs = self._input_specs(host_args)
+        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         step = jax.device_put(np.int32(self.global_step), replicated(self.mesh))
         return self._compile(device_args)(self.state, step, self.step_key, *device_args)
