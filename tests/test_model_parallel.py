@@ -293,3 +293,16 @@ def test_input_partition_dims_checked():
             per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2,
             input_partition_dims=[{"x": [2, 1]}, None],
         )
+
+
+def test_one_replica_over_all_eight_devices(tmp_path):
+    """k = 8: a 1x8 mesh (the replica reduction over one replica is skipped: XLA refuses a
+    collective over a one-member manual axis)."""
+    wide = _run(str(tmp_path / "8x1"), Mlp(), MLP_RULES, cores=None, steps=5)
+    one = _run(str(tmp_path / "1x8"), Mlp(), MLP_RULES, cores=8, steps=5)
+    assert one["est"]._mesh().shape == {"replica": 1, "core": 8}
+    for name, value in wide["values"].items():
+        np.testing.assert_allclose(one["values"][name], value, atol=1e-5, rtol=0, err_msg=name)
+    np.testing.assert_allclose(one["losses"], wide["losses"], atol=1e-5, rtol=0)
+    kernel = _leaf(one["probe"].final, "params/params/Dense_0/kernel")
+    assert {s.data.shape for s in kernel.addressable_shards} == {(64, 4)}

@@ -16,11 +16,13 @@ _REDUCTIONS = {MEAN: MEAN, SUM: SUM, "weighted_mean": MEAN, "sum_over_batch_size
 
 
 def _axis_bound(axis_name: str) -> bool:
+    """Whether ``axis_name`` is bound with more than one member: a reduction over one
+    replica is the identity (and XLA refuses one inside a partly manual shard_map, as
+    with ``num_cores_per_replica`` = all devices)."""
     try:
-        jax.lax.axis_size(axis_name)
+        return jax.lax.axis_size(axis_name) > 1
     except NameError:
         return False
-    return True
 
 
 def _cores() -> int:
