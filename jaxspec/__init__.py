@@ -6,6 +6,7 @@
 from jaxspec import export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.cross_shard import CrossShardOptimizer
+from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from jaxspec.hooks import (
@@ -83,4 +84,5 @@ __all__ = [
     "TPUEstimatorSpec",
     "export",
     "metrics",
+    "with_sharding_constraint",
 ]

@@ -40,6 +40,7 @@ class Attention(nn.Module):
 
     heads: int = 4
     head_dim: int = 8
+    constrain: bool = False  # lay q, k, v out with their heads over the cores
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -49,6 +50,8 @@ class Attention(nn.Module):
         q, k, v = (
             jnp.einsum("btd,dhk->bthk", tokens, self.param(n, init, shape)) for n in ("query", "key", "value")
         )
+        if self.constrain:
+            q, k, v = jaxspec.with_sharding_constraint((q, k, v), P(None, None, "core", None))
         scores = jnp.einsum("bthk,bshk->bhts", q, k) / np.sqrt(self.head_dim)
         mixed = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v)
         out = jnp.einsum("bthk,hkd->btd", mixed, self.param("out", init, (self.heads, self.head_dim, 8)))

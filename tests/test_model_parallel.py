@@ -306,3 +306,33 @@ def test_one_replica_over_all_eight_devices(tmp_path):
     np.testing.assert_allclose(one["losses"], wide["losses"], atol=1e-5, rtol=0)
     kernel = _leaf(one["probe"].final, "params/params/Dense_0/kernel")
     assert {s.data.shape for s in kernel.addressable_shards} == {(64, 4)}
+
+
+def test_activation_constraints_run_on_every_topology(tmp_path):
+    """model_fn's jaxspec.with_sharding_constraint: applied at 4x2, ignored at 8x1 and
+    on one device; the numbers agree."""
+    split = _run(str(tmp_path / "4x2"), Attention(constrain=True), ATTENTION_RULES, cores=2, steps=5)
+    wide = _run(str(tmp_path / "8x1"), Attention(constrain=True), ATTENTION_RULES, cores=None, steps=5)
+    for name, value in wide["values"].items():
+        np.testing.assert_allclose(split["values"][name], value, atol=1e-5, rtol=0, err_msg=name)
+    x = digits(8)[0]
+    module = Attention(constrain=True)
+    params = module.init(jax.random.PRNGKey(0), x)
+    np.testing.assert_allclose(
+        module.apply(params, x), Attention().apply(params, x), atol=1e-6
+    )  # no mesh: no-op
+
+    def lowered(mesh):
+        fn = jax.shard_map(
+            lambda v: module.apply(params, v),
+            mesh=mesh,
+            in_specs=P("replica"),
+            out_specs=P("replica"),
+            axis_names={"replica"},
+            check_vma=False,
+        )
+        return jax.jit(fn).lower(x).as_text()
+
+    devices = np.array(jax.devices())
+    assert "sharding_constraint" in lowered(jax.sharding.Mesh(devices.reshape(4, 2), ("replica", "core")))
+    assert "sharding_constraint" not in lowered(jax.sharding.Mesh(devices, ("replica",)))

@@ -195,3 +195,25 @@ def put_state(state: Any, shardings: Any) -> Any:
     there, as an init_fn compiled with these output shardings gives)."""
     leaves, treedef = jax.tree.flatten(state)
     return jax.tree.unflatten(treedef, jax.device_put(leaves, jax.tree.leaves(shardings)))
+
+
+def with_sharding_constraint(x: Any, spec: P) -> Any:
+    """Lay an activation out over the cores of a replica, inside model_fn.
+
+    ``jax.lax.with_sharding_constraint(x, spec)`` (on every array of the pytree ``x``)
+    when model_fn is traced on a mesh whose ``'core'`` axis has more than one device
+    (``num_cores_per_replica`` > 1); ``x`` unchanged otherwise (one core per replica,
+    ``Estimator``, ``use_tpu=False``, exports), as TF's ``xla_sharding.split`` has no
+    effect off the TPU, so one model_fn runs on every topology.
+
+    Args:
+      x: an array or pytree of arrays.
+      spec: a PartitionSpec over ``'core'`` (e.g. ``P(None, 'core')`` splits the last
+        dimension of a ``[batch, features]`` activation), one entry per dimension at most.
+
+    Returns:
+      ``x``, constrained where the mesh has cores.
+    """
+    if dict(jax.sharding.get_abstract_mesh().shape).get(CORE_AXIS, 1) <= 1:
+        return x
+    return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, spec), x)
