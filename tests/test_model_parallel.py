@@ -336,3 +336,25 @@ def test_activation_constraints_run_on_every_topology(tmp_path):
     devices = np.array(jax.devices())
     assert "sharding_constraint" in lowered(jax.sharding.Mesh(devices.reshape(4, 2), ("replica", "core")))
     assert "sharding_constraint" not in lowered(jax.sharding.Mesh(devices, ("replica",)))
+
+
+def test_input_fn_context_counts_replicas_not_devices(tmp_path):
+    x, y = digits(64)
+    seen = []
+
+    def input_fn(params):
+        seen.append((params["batch_size"], params["context"]))
+        return batches_input_fn(x, y, params["batch_size"], repeat=True)()
+
+    tpu = dict(per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=config(str(tmp_path), 2, **tpu),
+        train_batch_size=64,
+        init_fn=make_init_fn(Mlp()),
+    )
+    est.train(input_fn, steps=1)
+    batch, context = seen[0]
+    assert batch == 16  # PER_HOST_V2: the global 64 over 4 replicas
+    assert (context.num_replicas, context.num_of_replicas_per_host) == (4, 4)
+    assert (context.num_cores_per_replica, context.num_of_cores_per_host) == (2, 8)

@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.fn_args import call_with_declared
-from jaxspec.engine.mesh import local_replica_devices, local_replicas, num_replicas
+from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_replicas, num_replicas
 from jaxspec.engine.multihost import agree, to_host
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.feeder import StepFeeder
@@ -66,6 +66,7 @@ class Phase:
             device,
             invocation,
             total,
+            cores_per_replica(self.mesh),
         )
         return params
 
