@@ -155,13 +155,6 @@ def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False, specs: An
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), tree)
 
 
-def put_replicated(tree: Any, mesh: Mesh | None) -> Any:
-    """Place a state pytree on every replica (or on the default device off the mesh)."""
-    if mesh is None:
-        return jax.device_put(tree)
-    return jax.device_put(tree, replicated(mesh))
-
-
 def replica_index(mesh: Mesh | None) -> Any:
     """This replica's index inside shard_map (0 off the mesh)."""
     return 0 if mesh is None else jax.lax.axis_index(REPLICA_AXIS)
