@@ -7,6 +7,7 @@ from jaxspec import _root_logger, export, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.compilation_cache import enable_compilation_cache
 from jaxspec.engine.cross_shard import CrossShardOptimizer
+from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
@@ -90,4 +91,5 @@ __all__ = [
     "TPUEstimatorSpec",
     "export",
     "metrics",
+    "with_sharding_constraint",
 ]

@@ -12,6 +12,7 @@ import collections
 import copy
 import enum
 import logging
+import math
 import numbers
 import os
 import re
@@ -136,6 +137,35 @@ _TPU_FIELDS = [
 _CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+def _check_partition_dims(entry: Any, cores: int) -> None:
+    """One entry of input_partition_dims (for features or labels): None, a list of
+    positive ints per tensor dimension (product = num_cores_per_replica, as TF; jaxspec's
+    one 'core' axis splits a single dimension, never the batch), or a dict of those.
+
+    Raises:
+      ValueError: naming the entry.
+    """
+    if entry is None:
+        return
+    if isinstance(entry, dict):
+        for value in entry.values():
+            _check_partition_dims(value, cores)
+        return
+    dims = list(entry)
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        raise ValueError(f"TPUConfig: input_partition_dims entry {entry!r} must list positive ints.")
+    if math.prod(dims) != cores:
+        raise ValueError(
+            f"TPUConfig: input_partition_dims entry {entry!r} splits into {math.prod(dims)} parts; "
+            f"num_cores_per_replica is {cores}."
+        )
+    if dims[0] != 1 or sum(d > 1 for d in dims) > 1:
+        raise ValueError(
+            f"TPUConfig: input_partition_dims entry {entry!r}: jaxspec splits one non-batch dimension "
+            "over the cores of a replica (the batch dimension is split over replicas)."
+        )
+
+
 def _pipeline(value: Any) -> InputPipelineConfig:
     if value is True:
         return InputPipelineConfig.PER_HOST_V1
@@ -209,6 +239,8 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
                 )
             if num_cores_per_replica is None:
                 raise ValueError("TPUConfig: input_partition_dims needs num_cores_per_replica to be set.")
+            for entry in input_partition_dims:
+                _check_partition_dims(entry, num_cores_per_replica)
         if num_cores_per_replica is not None and num_cores_per_replica not in _CORES_PER_REPLICA:
             raise ValueError(
                 f"TPUConfig: num_cores_per_replica must be one of {list(_CORES_PER_REPLICA)}, "

@@ -18,6 +18,7 @@ from jaxspec._trees import named_leaves
 from jaxspec.cluster import maybe_initialize
 from jaxspec.config import RunConfig
 from jaxspec.engine.compilation_cache import ensure_compilation_cache
+from jaxspec.engine.partitioning import check_rules
 from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
@@ -84,6 +85,13 @@ class Estimator:
       warm_start_from: a model_dir / checkpoint path or a WarmStartSettings; used only
         when model_dir has no checkpoint (TypeError for another type).
       init_fn: builds the first state; required when model_fn declares ``state``.
+      partition_rules: None, or ordered ``(regex, jax.sharding.PartitionSpec)`` pairs
+        laying state leaves out over the ``'core'`` axis of TPUEstimator's model-parallel
+        mesh (not in tf.estimator, whose variables were placed by the graph): the first
+        regex that ``re.search``es a leaf's key path (``params/dense_0/kernel``) gives its
+        spec; flax partitioning metadata is honoured too; other leaves are replicated. On
+        one device (Estimator) the rules are only checked. A bad spec raises ValueError
+        naming the leaf, its shape and the rule when the state is first built.
 
     Calls are checked as tf.estimator does: labels returned by input_fn but not taken by
     model_fn, or a model_fn result that is not an EstimatorSpec (a TPUEstimatorSpec is
@@ -94,6 +102,7 @@ class Estimator:
         two model_dir values conflict, model_fn lacks ``features`` or declares names not
         listed above (all named), init_fn declares a name not listed above, params is
         given and model_fn takes none, or model_fn declares ``state`` and init_fn is None.
+      TypeError: partition_rules is not a list of (regex, PartitionSpec) pairs.
     """
 
     def __init__(
@@ -104,6 +113,7 @@ class Estimator:
         params: dict[str, Any] | None = None,
         warm_start_from: Any = None,
         init_fn: Callable[..., Any] | None = None,
+        partition_rules: Any = None,
     ) -> None:
         if config is not None and not isinstance(config, RunConfig):
             raise ValueError(f"config must be a jaxspec.RunConfig, got {type(config).__name__}.")
@@ -122,6 +132,8 @@ class Estimator:
         self._config = config
         self._params = copy.deepcopy(params or {})
         self._init_fn = init_fn
+        self._partition_rules = partition_rules
+        check_rules(partition_rules)
         self._store: CheckpointStore | None = None
         ensure_compilation_cache()  # a later process on this model_dir skips XLA compiles
         self._compile_cache: dict[str, Any] = {}  # compiled loops and the state tree, kept across calls
@@ -385,5 +397,6 @@ class Estimator:
             input_params=self._params,
             model_params=self._params,
             warm_start=self._warm_start_settings,
+            partition_rules=self._partition_rules,
             compile_cache=self._compile_cache,
         )

@@ -16,6 +16,9 @@ class TPUContext:
       num_of_replicas_per_host: replicas on this process.
       input_pipeline: the InputPipelineConfig in use.
       mode: the ModeKeys value of the call.
+      num_of_cores_per_host: devices of this process in the mesh (replicas times
+        ``num_cores_per_replica``).
+      num_cores_per_replica: devices of one replica (1 without model parallelism).
     """
 
     def __init__(
@@ -29,6 +32,7 @@ class TPUContext:
         host_device: str = "",
         invocation_index: int = 0,
         total_invocations: int = 1,
+        num_cores_per_replica: int = 1,
     ) -> None:
         self.num_replicas = num_replicas
         self.num_hosts = num_hosts
@@ -36,6 +40,8 @@ class TPUContext:
         self.num_of_replicas_per_host = num_of_replicas_per_host
         self.input_pipeline = input_pipeline
         self.mode = mode
+        self.num_cores_per_replica = num_cores_per_replica
+        self.num_of_cores_per_host = num_of_replicas_per_host * num_cores_per_replica
         self._deployment = (host_device, invocation_index, total_invocations)
 
     def current_input_fn_deployment(self) -> tuple[str, int, int]:

@@ -13,7 +13,7 @@ from jaxspec._checks import check_positive_int
 from jaxspec._model_fn import tpu_spec_check
 from jaxspec.cluster import maybe_initialize
 from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count, loop_duration_secs
-from jaxspec.engine.mesh import make_replica_mesh
+from jaxspec.engine.mesh import make_replica_mesh, num_replicas
 from jaxspec.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
@@ -37,7 +37,10 @@ class TPUEstimator(Estimator):
     With ``use_tpu=True`` (the default, as TF) model_fn runs inside ``jax.shard_map``
     over a 1-D ``'replica'`` mesh of every device of every process (TPU, GPU or CPU:
     the name is TF's); features and labels are split on axis 0 and the state is
-    replicated. ``params['batch_size']`` is the per-replica batch in model_fn; in
+    replicated. With ``TPUConfig(num_cores_per_replica=k)`` the mesh is 2-D,
+    ``('replica', 'core')`` of shape ``(devices // k, k)``: model_fn still runs once per
+    replica, and XLA partitions it over the replica's k cores, the state laid out by
+    ``partition_rules`` (or flax partitioning metadata); see docs/model-parallelism.md. ``params['batch_size']`` is the per-replica batch in model_fn; in
     input_fn it is the per-host batch (PER_HOST_V1, TF's default) or the per-replica
     batch (PER_HOST_V2). ``iterations_per_loop`` steps run in one compiled ``lax.scan``;
     hooks, logging and checkpoints happen between loops. With ``use_tpu=False`` the
@@ -46,7 +49,8 @@ class TPUEstimator(Estimator):
     graph; TF's TPU metagraph is not produced.
 
     Args:
-      model_fn, model_dir, params, warm_start_from, init_fn: as Estimator. model_fn must
+      model_fn, model_dir, params, warm_start_from, init_fn, partition_rules: as
+        Estimator (the rules' ``'core'`` axis has num_cores_per_replica devices). model_fn must
         take ``params`` (checked when it is first called: TPUEstimator passes the batch
         size there); params may not hold the reserved keys ``batch_size`` and
         ``context``.
@@ -70,10 +74,10 @@ class TPUEstimator(Estimator):
     Raises:
       ValueError: config missing or not a RunConfig; params holds a reserved key;
         train_batch_size missing with use_tpu; PER_SHARD_V1 input with
-        num_cores_per_replica; a bad export_saved_model_api_version; or as Estimator.
+        num_cores_per_replica; a bad export_saved_model_api_version; the device count
+        not divisible by num_cores_per_replica (use_tpu only); or as Estimator.
       TypeError: a batch size that is not an int (``1.0`` included) with use_tpu.
-      NotImplementedError: SLICED as the training input pipeline, or model parallelism
-        (num_cores_per_replica > 1), which jaxspec does not build yet.
+      NotImplementedError: SLICED as the training input pipeline.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class TPUEstimator(Estimator):
         embedding_config_spec: Any = None,
         export_saved_model_api_version: Any = None,
         init_fn: Callable[..., Any] | None = None,
+        partition_rules: Any = None,
     ) -> None:
         if config is None or not isinstance(config, RunConfig):
             raise ValueError(f"TPUEstimator needs config, a jaxspec.RunConfig; got {type(config).__name__}.")
@@ -124,14 +129,12 @@ class TPUEstimator(Estimator):
             raise ValueError(
                 f"export_saved_model_api_version must be 1 or 2, got {export_saved_model_api_version!r}."
             )
-        if (tpu_config.num_cores_per_replica or 1) > 1:
-            raise NotImplementedError("model parallelism (num_cores_per_replica > 1) is not supported yet.")
         if tpu_config.input_pipeline not in TRAINING_PIPELINES:
             raise NotImplementedError(
                 f"per_host_input_for_training={tpu_config.input_pipeline.name} is not supported; use one of "
                 f"{[p.name for p in TRAINING_PIPELINES]}."
             )
-        super().__init__(model_fn, model_dir, config, params, warm_start_from, init_fn)
+        super().__init__(model_fn, model_dir, config, params, warm_start_from, init_fn, partition_rules)
         self._use_tpu = use_tpu
         self._eval_on_tpu = eval_on_tpu
         self._batch_sizes = {
@@ -140,6 +143,8 @@ class TPUEstimator(Estimator):
             ModeKeys.PREDICT: predict_batch_size,
         }
         self._mesh_cache: Mesh | None = None
+        if use_tpu and (tpu_config.num_cores_per_replica or 1) > 1:
+            self._mesh()  # a device count not divisible by num_cores_per_replica fails here
 
     _model_fn_needs_params = True
 
@@ -167,7 +172,8 @@ class TPUEstimator(Estimator):
             return None
         if self._mesh_cache is None:
             maybe_initialize(self._config.cluster)  # several processes: join before the mesh
-            self._mesh_cache = make_replica_mesh(self._config.tpu_config.num_shards)
+            tpu_config = self._config.tpu_config
+            self._mesh_cache = make_replica_mesh(tpu_config.num_shards, tpu_config.num_cores_per_replica)
         return self._mesh_cache
 
     def _global_batch_size(self, mode: str) -> int | None:
@@ -184,8 +190,7 @@ class TPUEstimator(Estimator):
         return self._config.tpu_config.input_pipeline
 
     def _replicas(self) -> int:
-        mesh = self._mesh()
-        return 1 if mesh is None else mesh.size
+        return num_replicas(self._mesh())
 
     def _with_batch(self, size: int | None) -> dict[str, Any]:
         params = self.params

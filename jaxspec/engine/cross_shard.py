@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxspec.engine.mesh import REPLICA_AXIS
+from jaxspec.engine.mesh import CORE_AXIS, REPLICA_AXIS
 
 MEAN = "mean"
 SUM = "sum"
@@ -16,11 +16,18 @@ _REDUCTIONS = {MEAN: MEAN, SUM: SUM, "weighted_mean": MEAN, "sum_over_batch_size
 
 
 def _axis_bound(axis_name: str) -> bool:
+    """Whether ``axis_name`` is bound with more than one member: a reduction over one
+    replica is the identity (and XLA refuses one inside a partly manual shard_map, as
+    with ``num_cores_per_replica`` = all devices)."""
     try:
-        jax.lax.axis_size(axis_name)
+        return jax.lax.axis_size(axis_name) > 1
     except NameError:
         return False
-    return True
+
+
+def _cores() -> int:
+    """Size of the ``'core'`` axis of the mesh being traced (1 without one)."""
+    return dict(jax.sharding.get_abstract_mesh().shape).get(CORE_AXIS, 1)
 
 
 def _reduce_by_dtype(tree: Any, reduce: Any) -> Any:
@@ -55,7 +62,9 @@ def CrossShardOptimizer(
     shard_map the gradients each replica computed from its own batch are reduced with
     ``lax.pmean`` (``reduction='mean'``, TF's default) or ``lax.psum`` (``'sum'``) over
     the ``'replica'`` axis, then ``opt`` runs on the reduced gradients, so every replica
-    applies the same update. Off the mesh (``Estimator``, ``use_tpu=False``) there is no
+    applies the same update. With ``num_cores_per_replica`` > 1 the reduction is over
+    ``'replica'`` only (the cores of a replica hold one gradient, split by XLA), one
+    collective per leaf so no sharded leaf is gathered. Off the mesh (``Estimator``, ``use_tpu=False``) there is no
     replica axis and it is ``opt`` unchanged, as TF's is with a single shard.
 
     Args:
@@ -84,7 +93,10 @@ def CrossShardOptimizer(
 
     def update_fn(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
         if _axis_bound(REPLICA_AXIS):
-            updates = _reduce_by_dtype(updates, reduce)
+            if _cores() > 1:  # leaves split over 'core': one collective each, never concatenated
+                updates = jax.tree.map(lambda g: reduce(g, REPLICA_AXIS), updates)
+            else:
+                updates = _reduce_by_dtype(updates, reduce)
         return opt.update(updates, state, params, **extra)
 
     return optax.GradientTransformationExtraArgs(opt.init, update_fn)

@@ -1,4 +1,5 @@
-"""The 1-D replica mesh and how host batches become global arrays on it."""
+"""The replica mesh (1-D, or 2-D ``('replica', 'core')`` with model parallelism) and how
+host batches become global arrays on it."""
 
 from __future__ import annotations
 
@@ -10,22 +11,65 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 REPLICA_AXIS = "replica"
+CORE_AXIS = "core"
 
 
-def make_replica_mesh(num_shards: int | None = None) -> Mesh:
-    """A 1-D mesh named ``'replica'`` over ``num_shards`` devices (all of them if None).
+def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int | None = None) -> Mesh:
+    """The mesh of TPUEstimator's replicas.
+
+    With ``num_cores_per_replica`` None or 1: a 1-D mesh named ``'replica'`` over
+    ``num_shards`` devices (all of them if None). With ``num_cores_per_replica=k > 1``: a
+    2-D mesh ``('replica', 'core')`` of shape ``(replicas, k)``, ``replicas`` being
+    ``num_shards`` or ``devices // k`` (TF: "the total number of cores equals
+    num_cores_per_replica * num_shards"); the k cores of a replica are consecutive devices,
+    so they share a process whenever k <= its local devices.
 
     Devices are ``jax.devices()``, which spans every process after
     ``jax.distributed.initialize``.
 
     Raises:
-      ValueError: ``num_shards`` exceeds the number of devices.
+      ValueError: ``num_shards`` (times k) exceeds the number of devices, or the device
+        count is not divisible by k.
     """
     devices = jax.devices()
-    n = num_shards or len(devices)
-    if n > len(devices):
-        raise ValueError(f"num_shards={n} but only {len(devices)} devices are available.")
-    return Mesh(np.array(devices[:n]), (REPLICA_AXIS,))
+    k = num_cores_per_replica or 1
+    if k == 1:
+        n = num_shards or len(devices)
+        if n > len(devices):
+            raise ValueError(f"num_shards={n} but only {len(devices)} devices are available.")
+        return Mesh(np.array(devices[:n]), (REPLICA_AXIS,))
+    if num_shards is None and len(devices) % k:
+        raise ValueError(f"num_cores_per_replica={k} does not divide the number of devices ({len(devices)}).")
+    replicas = num_shards or len(devices) // k
+    if replicas * k > len(devices):
+        raise ValueError(
+            f"num_shards={replicas} with num_cores_per_replica={k} needs {replicas * k} devices; "
+            f"only {len(devices)} are available."
+        )
+    grid = np.array(devices[: replicas * k]).reshape(replicas, k)
+    return Mesh(grid, (REPLICA_AXIS, CORE_AXIS))
+
+
+def num_replicas(mesh: Mesh | None) -> int:
+    """Replicas of the mesh (1 off the mesh): the size of its ``'replica'`` axis."""
+    return 1 if mesh is None else mesh.shape[REPLICA_AXIS]
+
+
+def cores_per_replica(mesh: Mesh | None) -> int:
+    """Devices of one replica: the size of the ``'core'`` axis (1 on a 1-D mesh)."""
+    return 1 if mesh is None else dict(mesh.shape).get(CORE_AXIS, 1)
+
+
+def local_replicas(mesh: Mesh) -> int:
+    """Replicas whose devices belong to this process."""
+    return mesh.local_mesh.size // cores_per_replica(mesh)
+
+
+def local_replica_devices(mesh: Mesh) -> list[Any]:
+    """The first device of each of this process's replicas, in mesh order."""
+    me = jax.process_index()
+    grid = mesh.devices.reshape(num_replicas(mesh), -1)
+    return [row[0] for row in grid if row[0].process_index == me]
 
 
 def replicated(mesh: Mesh | None) -> Any:
@@ -33,9 +77,10 @@ def replicated(mesh: Mesh | None) -> Any:
     return None if mesh is None else NamedSharding(mesh, P())
 
 
-def stacked_batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Sharding of ``[steps, batch, ...]`` inputs: batch split over replicas."""
-    return NamedSharding(mesh, P(None, REPLICA_AXIS))
+def stacked_batch_sharding(mesh: Mesh, spec: P | None = None) -> NamedSharding:
+    """Sharding of ``[steps, batch, ...]`` inputs: batch split over replicas (and, with
+    ``spec`` from input_partition_dims, further dimensions over ``'core'``)."""
+    return NamedSharding(mesh, P(None, REPLICA_AXIS) if spec is None else spec)
 
 
 def canonical_host_array(x: Any) -> np.ndarray:
@@ -44,13 +89,54 @@ def canonical_host_array(x: Any) -> np.ndarray:
     return x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=False)
 
 
-def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False) -> Any:
+def partitioned_input_specs(batch_args: tuple[Any, ...], input_partition_dims: Any) -> Any:
+    """Per leaf of ``batch_args`` (``(features, labels[, mask])``, stacked
+    ``[steps, batch, ...]``): its PartitionSpec from TPUConfig's ``input_partition_dims``
+    (``[features_dims, labels_dims]``; each None, a list per tensor dimension, or a dict
+    of those by feature name): batch over ``'replica'``, the dimension with more than one
+    part over ``'core'``. Leaves without dims (and the mask) get ``P(None, 'replica')``.
+
+    Raises:
+      ValueError: the dims do not match the input's structure or a tensor's rank, or a
+        dimension is not divisible by its parts.
+    """
+    dims = (list(input_partition_dims) + [None] * len(batch_args))[: len(batch_args)]
+
+    def spec(x: Any, d: Any, where: str) -> P:
+        if d is None:
+            return P(None, REPLICA_AXIS)
+        shape = np.shape(x)[1:]  # [batch, ...] of one step
+        if len(d) != len(shape):
+            raise ValueError(f"input_partition_dims {list(d)} for {where} of rank {len(shape)} {shape}.")
+        if any(n > 1 and size % n for n, size in zip(d, shape, strict=True)):
+            raise ValueError(f"input_partition_dims {list(d)} do not divide {where}'s shape {shape}.")
+        return P(None, REPLICA_AXIS, *[CORE_AXIS if n > 1 else None for n in d[1:]])
+
+    def specs_for(tree: Any, d: Any, where: str) -> Any:
+        if isinstance(d, dict):
+            if not isinstance(tree, dict):
+                raise ValueError(f"input_partition_dims gives a dict for {where}, which is not a dict.")
+            return {k: specs_for(v, d.get(k), f"{where}[{k!r}]") for k, v in tree.items()}
+        leaves, treedef = jax.tree.flatten(tree)
+        if d is not None and len(leaves) != 1:
+            raise ValueError(
+                f"input_partition_dims gives one list for {where}, which has {len(leaves)} tensors."
+            )
+        return jax.tree.unflatten(treedef, [spec(x, d, where) for x in leaves])
+
+    names = ("features", "labels", "mask")
+    return tuple(specs_for(arg, d, names[i]) for i, (arg, d) in enumerate(zip(batch_args, dims, strict=True)))
+
+
+def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False, specs: Any = None) -> Any:
     """Move host arrays ``[steps, batch, ...]`` to the devices.
 
     On the mesh each process passes its local rows and gets a global array whose batch
     axis is split over the replicas (``jax.make_array_from_process_local_data``), so no
     host ever gathers the global batch. With ``broadcast`` (BROADCAST input) every
-    replica gets the whole batch: process 0's, sent to the others.
+    replica gets the whole batch: process 0's, sent to the others. ``specs`` (a tree like
+    ``tree`` of PartitionSpecs, from ``partitioned_input_specs``) also splits leaves over
+    ``'core'``.
     """
     if mesh is None:
         return jax.device_put(tree)  # one call for the whole tree
@@ -60,15 +146,12 @@ def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False) -> Any:
 
             tree = multihost_utils.broadcast_one_to_all(tree)
         return jax.device_put(tree, replicated(mesh))
+    if specs is not None:
+        return jax.tree.map(
+            lambda x, s: jax.make_array_from_process_local_data(NamedSharding(mesh, s), x), tree, specs
+        )
     sharding = stacked_batch_sharding(mesh)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), tree)
-
-
-def put_replicated(tree: Any, mesh: Mesh | None) -> Any:
-    """Place a state pytree on every replica (or on the default device off the mesh)."""
-    if mesh is None:
-        return jax.device_put(tree)
-    return jax.device_put(tree, replicated(mesh))
 
 
 def replica_index(mesh: Mesh | None) -> Any:

@@ -19,7 +19,8 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxspec._fn_args import call_with_declared
-from jaxspec.engine.mesh import REPLICA_AXIS, replica_index
+from jaxspec.engine.mesh import REPLICA_AXIS, cores_per_replica, replica_index
+from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
@@ -80,7 +81,12 @@ class StepEngine:
       params: dict passed as ``params`` (already holding ``batch_size`` where
         TPUEstimator sets it), per mode.
       config: the RunConfig passed as ``config``.
-      mesh: the replica Mesh, or None for one device (``jax.jit`` only).
+      mesh: the replica Mesh, or None for one device (``jax.jit`` only). On a 2-D
+        ``('replica', 'core')`` mesh the shard_map is manual over ``'replica'`` only:
+        inside a replica XLA partitions model_fn over ``'core'``.
+      partition_rules: ``(regex, PartitionSpec)`` pairs laying the state out over
+        ``'core'`` (see ``jaxspec.engine.partitioning``); the Session resolves them into
+        ``state_shardings``, which the train loop keeps its state in.
 
     After the first trace, ``parts[mode]`` holds that mode's SpecParts (hooks, host
     functions, scaffold, export heads); its arrays are tracers and must not be used.
@@ -93,8 +99,11 @@ class StepEngine:
         config: Any,
         mesh: Mesh | None,
         broadcast: bool = False,
+        partition_rules: Any = None,
     ) -> None:
         self.model_fn = model_fn
+        self.partition_rules = partition_rules
+        self.state_shardings: Any = None  # set by the Session from the abstract state
         self.params = params
         self.config = config
         self.mesh = mesh
@@ -129,7 +138,15 @@ class StepEngine:
     def _shard(self, fn: Callable[..., Any], in_specs: Any, out_specs: Any) -> Callable[..., Any]:
         if self.mesh is None:
             return fn
-        return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+        # Manual over 'replica' only: on a ('replica', 'core') mesh, 'core' stays with XLA.
+        return jax.shard_map(
+            fn,
+            mesh=self.mesh,
+            in_specs=in_specs,
+            out_specs=out_specs,
+            axis_names={REPLICA_AXIS},
+            check_vma=False,
+        )
 
     # -- train ---------------------------------------------------------------------------
     def train_loop(self) -> Callable[..., Any]:
@@ -143,7 +160,7 @@ class StepEngine:
             def body(carry: Any, batch: Any) -> Any:
                 st, gs = carry
                 parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch)
-                new_state = check_new_state(st, parts.new_state)
+                new_state = constrain_state(check_new_state(st, parts.new_state), self.state_shardings)
                 host = [hc.tensors for hc in parts.host_calls]
                 return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors())
 
@@ -152,7 +169,9 @@ class StepEngine:
 
         b = self._batch
         sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), _STACKED, b, _STACKED))
-        return jax.jit(sharded)
+        if cores_per_replica(self.mesh) == 1 or self.state_shardings is None:
+            return jax.jit(sharded)
+        return jax.jit(sharded, out_shardings=(self.state_shardings, None, None, None, None))
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self) -> Callable[..., Any]:

@@ -15,8 +15,15 @@ import numpy as np
 
 from jaxspec._fn_args import call_with_declared
 from jaxspec._trees import shape_signature
-from jaxspec.engine.mesh import put_replicated, put_stacked, replicated, stacked_batch_sharding
+from jaxspec.engine.mesh import (
+    cores_per_replica,
+    partitioned_input_specs,
+    put_stacked,
+    replicated,
+    stacked_batch_sharding,
+)
 from jaxspec.engine.multihost import agree
+from jaxspec.engine.partitioning import put_state, state_shardings
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.plan import RunPlan
@@ -49,13 +56,22 @@ class ModeCache:
 
     def __init__(self, engine: StepEngine, mode: str) -> None:
         self.engine = engine
-        self.loop = {
-            ModeKeys.TRAIN: engine.train_loop,
-            ModeKeys.EVAL: engine.eval_loop,
-            ModeKeys.PREDICT: engine.predict_loop,
-        }[mode]()
+        self.mode = mode
+        self._loop: Any = None
         self.lowered: dict[Any, Any] = {}
         self.compiled: dict[Any, Any] = {}
+
+    def loop(self, state_shardings: Any) -> Any:
+        """The jitted loop, built on first use for the state's shardings (the loop keeps
+        the state's layout; they are the same on every call of one Estimator)."""
+        if self._loop is None:
+            self.engine.state_shardings = state_shardings
+            self._loop = {
+                ModeKeys.TRAIN: self.engine.train_loop,
+                ModeKeys.EVAL: self.engine.eval_loop,
+                ModeKeys.PREDICT: self.engine.predict_loop,
+            }[self.mode]()
+        return self._loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +125,6 @@ class CompiledCall:
         self.mesh = engine.mesh
         self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(plan.seed or 0))
         self._cache = cache
-        self._loop = cache.loop
         self._shared = plan.compile_cache
         self._init_fn = plan.init_fn
         self._first_batch = first_batch
@@ -117,6 +132,8 @@ class CompiledCall:
         self.checkpoint_path = checkpoint_path
         self.restored_step = self._checkpoint_step(checkpoint_path)
         self.abstract_state = self._abstract_state()
+        self.state_shardings = jax.tree.map(lambda s: s.sharding, self.abstract_state)
+        self._loop = cache.loop(self.state_shardings)
         self.state: Any = None
         self.global_step = self.restored_step or 0
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
@@ -149,9 +166,14 @@ class CompiledCall:
 
     def _initial_state(self) -> Any:
         """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
-        slow); an init_fn that cannot be traced (host-side logic on values) runs as is."""
+        slow) with the state's shardings as output shardings, so each device computes and
+        holds only its shards (born sharded); an init_fn that cannot be traced (host-side
+        logic on values) runs as is."""
+        treedef = jax.tree.structure(self.abstract_state)
+        shardings = jax.tree.leaves(self.state_shardings)
+        flat_init = lambda: jax.tree.leaves(self._call_init())  # noqa: E731
         try:
-            return jax.jit(self._call_init)()
+            return jax.tree.unflatten(treedef, jax.jit(flat_init, out_shardings=shardings)())
         except (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError):
             return self._call_init()
 
@@ -166,9 +188,13 @@ class CompiledCall:
             return known[key]
         shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
         # Off the mesh the state lives on this process's first device (a checkpoint
-        # written by a mesh of several processes is then restored locally).
-        sharding = replicated(self.mesh) or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        leaves = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in jax.tree.leaves(shapes)]
+        # written by a mesh of several processes is then restored locally); on the mesh
+        # it is replicated, or laid out over 'core' by partition_rules / flax metadata.
+        shardings = jax.tree.leaves(state_shardings(shapes, self.engine.partition_rules, self.mesh))
+        leaves = [
+            jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh)
+            for s, sh in zip(jax.tree.leaves(shapes), shardings, strict=True)
+        ]
         treedef = jax.tree.structure(shapes)
         previous = self._shared.get("state")
         if (
@@ -187,6 +213,14 @@ class CompiledCall:
         """The SpecParts of the first trace (hooks, host functions, scaffold)."""
         return self.engine.parts[self.mode]
 
+    def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
+        """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
+        input_partition_dims splits them over 'core' (None otherwise)."""
+        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
+        if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
+            return None
+        return partitioned_input_specs(batch_args, dims)
+
     def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
         """Abstract loop arguments (with the shardings the real ones get) for batches
         stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
@@ -196,12 +230,19 @@ class CompiledCall:
                 replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
             )
 
-        def spec(x: Any) -> jax.ShapeDtypeStruct:
+        def spec(x: Any, sharding: Any = batch_sharding) -> jax.ShapeDtypeStruct:
             shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
-            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding)
+            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
 
         step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
-        return (self.abstract_state, step, self.step_key, *jax.tree.map(spec, batch_args))
+        input_specs = self._input_specs(batch_args)
+        if input_specs is None:
+            batch = jax.tree.map(spec, batch_args)
+        else:
+            batch = jax.tree.map(
+                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
+            )
+        return (self.abstract_state, step, self.step_key, *batch)
 
     def trace(self, steps: int, *batch_args: Any) -> None:
         """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
@@ -246,7 +287,7 @@ class CompiledCall:
         scaffold = self.parts.scaffold
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))
-        self.state = put_replicated(state, self.mesh)
+        self.state = put_state(state, self.state_shardings)
 
     def _checkpoint_dir(self, step: int) -> str:
         return os.path.normpath(self.store.path(step))
@@ -297,7 +338,8 @@ class CompiledCall:
 
     def run(self, *host_args: Any) -> Any:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
-        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast)
+        specs = self._input_specs(host_args)
+        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         if self._device_step is None or self._device_step[0] != self.global_step:
             self._device_step = (
                 self.global_step,

@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxspec._fn_args import call_with_declared
 from jaxspec.config import InputPipelineConfig
+from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_replicas, num_replicas
 from jaxspec.engine.multihost import agree
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.compiled_call import CompiledCall, mode_cache
@@ -64,7 +65,7 @@ class Phase:
         local = self._local_devices()
         device = str(local[invocation % len(local)]) if total > 1 else str(local[0])
         params["context"] = TPUContext(
-            self.mesh.size,
+            num_replicas(self.mesh),
             jax.process_count(),
             jax.process_index(),
             len(local),
@@ -73,19 +74,20 @@ class Phase:
             device,
             invocation,
             total,
+            cores_per_replica(self.mesh),
         )
         return params
 
     def _local_devices(self) -> list[Any]:
-        """This process's devices in the mesh, in mesh order."""
-        return [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
+        """This process's replicas in the mesh (the first device of each), in mesh order."""
+        return local_replica_devices(self.mesh)
 
     def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
         and the rows of a full input batch."""
         per_shard = self.plan.input_pipeline == InputPipelineConfig.PER_SHARD_V1
         calls = len(self._local_devices()) if per_shard else 1
-        total = self.mesh.size if per_shard else 1
+        total = num_replicas(self.mesh) if per_shard else 1
         iterators, params = [], {}
         for i in range(calls):
             params = self._input_params(jax.process_index() * calls + i if per_shard else 0, total)
@@ -102,7 +104,7 @@ class Phase:
         """Prepare the phase; False when input_fn gives no data at all (on every process)."""
         plan = self.plan
         batches, batch_size = self._batches(input_fn)
-        replicas = 1 if self.mesh is None else self.mesh.local_mesh.size
+        replicas = 1 if self.mesh is None else local_replicas(self.mesh)
         self.feeder = StepFeeder(
             batches, self.mode, replicas, plan.input_pipeline, batch_size, on_mesh=self.mesh is not None
         )
@@ -120,6 +122,7 @@ class Phase:
                 plan.config,
                 self.mesh,
                 broadcast=plan.broadcast,
+                partition_rules=plan.partition_rules,
             ),
         )
         self.call = CompiledCall(plan, cache, first[0], checkpoint_path)

@@ -50,6 +50,8 @@ class RunPlan:
       warm_start: WarmStartSettings applied in TRAIN when nothing is restored, or None.
       host_call_every_n_steps: in TRAIN, host_call runs on the steps whose global step is
         a multiple of this (``TPUConfig.experimental_host_call_every_n_steps``).
+      partition_rules: ``(regex, PartitionSpec)`` pairs laying the state out over the
+        mesh's ``'core'`` axis (see ``jaxspec.engine.partitioning``), or None.
       compile_cache: a dict the Estimator keeps across calls (compiled executables and
         the state's tree); the one mutable member, shared on purpose.
     """
@@ -68,6 +70,7 @@ class RunPlan:
     model_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     warm_start: WarmStartSettings | None = None
     host_call_every_n_steps: int = 1
+    partition_rules: Any = None
     compile_cache: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

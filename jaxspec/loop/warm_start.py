@@ -112,6 +112,7 @@ def warm_start(state: Any, settings: WarmStartSettings) -> Any:
                 f"warm start: the checkpoint's {prev!r} has shape {value.shape}; this state's "
                 f"{name!r} has {tuple(np.shape(leaf))}."
             )
-        out.append(value.astype(np.asarray(leaf).dtype))
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype  # a sharded leaf stays put
+        out.append(value.astype(dtype))
     _log.info("Warm-started %d state leaves from %s.", len(chosen), path)
     return jax.tree.unflatten(jax.tree.structure(state), out)

@@ -1,0 +1,89 @@
+"""Two processes of 4 CPU devices with num_cores_per_replica=2 (one 4x2 mesh over both)
+equal one process of 8 devices at 4x2; the sharded checkpoint they write resumes in one."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests import model_parallel_worker as worker
+from tests import multiprocess_worker as inputs
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_parallel_worker.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_two_processes(model_dir: str, tmp_path) -> list[dict]:
+    port = _free_port()
+    cluster = {"chief": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{port + 1}"]}
+    procs = []
+    for kind in ("chief", "worker"):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
+        env.pop("XLA_FLAGS", None)
+        out = str(tmp_path / f"{kind}.json")
+        cmd = [sys.executable, SCRIPT, model_dir, out]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append((proc, out))
+    results = []
+    for proc, out in procs:
+        log, _ = proc.communicate(timeout=420)
+        assert proc.returncode == 0, log[-4000:]
+        with open(out) as f:
+            results.append(json.load(f))
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mp_model_parallel")
+    two = _run_two_processes(str(tmp / "two"), tmp)
+    host_losses: list = []
+    one = worker.make_estimator(str(tmp / "one"), host_losses)
+    one.train(inputs.train_input_fn, steps=inputs.STEPS)
+    return tmp, two, one, host_losses
+
+
+def test_two_processes_at_4x2_equal_one_process_at_4x2(runs):
+    _, (chief, other), one, host_losses = runs
+    assert chief["mesh"] == other["mesh"] == {"replica": 4, "core": 2}
+    assert chief["kernel_spec"] == ["None", "core"]
+    # Each process holds its 4 devices' halves of the [64, 32] kernel, never all of it.
+    assert chief["kernel_local_shards"] == other["kernel_local_shards"] == [[64, 16]] * 4
+    ref = one._checkpoint_store().read()
+    assert set(chief["params"]) == set(ref)
+    for name, value in ref.items():
+        np.testing.assert_allclose(chief["params"][name], value, atol=1e-5, rtol=0, err_msg=name)
+    assert other["host_call_losses"] == []  # process 0 calls host functions
+    np.testing.assert_allclose(chief["host_call_losses"], np.stack(host_losses), atol=1e-5, rtol=0)
+    ref_metrics = one.evaluate(inputs.eval_input_fn)
+    for key, value in ref_metrics.items():
+        assert chief["metrics"][key] == pytest.approx(float(value), abs=1e-5), key
+        assert other["metrics"][key] == pytest.approx(float(value), abs=1e-5), key
+    ref_logits = np.array([p["logits"] for p in one.predict(inputs.predict_input_fn)])
+    rows = chief["rows"] + other["rows"]
+    assert sorted(rows) == list(range(inputs.N_EVAL))  # each example predicted once
+    np.testing.assert_allclose(
+        np.array(chief["logits"] + other["logits"]), ref_logits[rows], atol=1e-5, rtol=0
+    )
+
+
+def test_their_checkpoint_resumes_in_one_process(runs):
+    tmp, _, one, _ = runs
+    resumed = worker.make_estimator(str(tmp / "two"), [])
+    resumed.train(inputs.train_input_fn, steps=2)
+    one.train(inputs.train_input_fn, steps=2)
+    a, b = resumed._checkpoint_store().read(), one._checkpoint_store().read()
+    assert int(a["step"]) == inputs.STEPS + 2
+    for name in b:
+        np.testing.assert_allclose(a[name], b[name], atol=1e-5, rtol=0, err_msg=name)
