@@ -75,6 +75,14 @@ class Estimator:
     is an int32 scalar, the step count before this step. Runs on one device with
     ``jax.jit``.
 
+    Unlike tf.estimator, which rebuilt its graph on every call, model_fn is traced once
+    per Estimator, mode and input shape signature: later calls reuse the compiled loops
+    and the spec's parts, so hooks (and host_call functions) created inside model_fn are
+    the same objects on every call. The state a call ends with stays in memory; the next
+    call reads the checkpoint from disk only when it is not that state's (another step,
+    ``checkpoint_path``, or another writer). JAX's persistent compilation cache is turned
+    on at construction (``jaxspec.enable_compilation_cache``).
+
     Args:
       model_fn: the model function (see above).
       model_dir: directory for checkpoints (``model_dir/checkpoints/<step>``), event
