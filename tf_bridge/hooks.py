@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import collections
 import logging
-import operator
 import os
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.hooks.early_stopping import no_improvement, threshold_crossed
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.in_memory import InMemoryEvaluatorHook
 from tf_bridge.session_hooks import ExamplesPerSecondHook, HostCallFetchHook, StopAfterNEvalsHook
@@ -122,22 +122,8 @@ def _threshold_hook(
     run_every_secs: float | None,
     run_every_steps: int | None,
 ) -> _SessionRunHook:
-    eval_dir = eval_dir or estimator.eval_dir()
-    better = operator.gt if higher else operator.lt
-
-    def crossed() -> bool:
-        for step, metrics in read_eval_metrics(eval_dir).items():
-            if step >= min_steps and better(metrics[metric_name], threshold):
-                _log.info(
-                    "Metric %r is %s at step %d: past the threshold %s.",
-                    metric_name,
-                    metrics[metric_name],
-                    step,
-                    threshold,
-                )
-                return True
-        return False
-
+    directory = eval_dir or estimator.eval_dir()
+    crossed = threshold_crossed(read_eval_metrics, directory, metric_name, threshold, higher, min_steps)
     return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
 
 
@@ -151,21 +137,8 @@ def _no_improvement_hook(
     run_every_secs: float | None,
     run_every_steps: int | None,
 ) -> _SessionRunHook:
-    eval_dir = eval_dir or estimator.eval_dir()
-    better = operator.gt if higher else operator.lt
-
-    def stalled() -> bool:
-        best = best_step = None
-        for step, metrics in read_eval_metrics(eval_dir).items():
-            if step < min_steps:
-                continue
-            if best is None or better(metrics[metric_name], best):
-                best, best_step = metrics[metric_name], step
-            if step - best_step >= max_steps:
-                _log.info("Metric %r has not improved for %d steps.", metric_name, step - best_step)
-                return True
-        return False
-
+    directory = eval_dir or estimator.eval_dir()
+    stalled = no_improvement(read_eval_metrics, directory, metric_name, max_steps, higher, min_steps)
     return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
 
 

@@ -145,21 +145,25 @@ def _metric(metrics: dict[str, float], name: str, eval_dir: str) -> float:
     return metrics[name]
 
 
-def _threshold_hook(
-    estimator: Any,
+def threshold_crossed(
+    read: Callable[[str], Any],
+    directory: str,
     metric_name: str,
     threshold: float,
     higher: bool,
-    eval_dir: str | None,
     min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
-) -> SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
+) -> Callable[[], bool]:
+    """``() -> bool``: has an evaluation at global step >= ``min_steps`` reported
+    ``metric_name`` above (``higher``) or below ``threshold``? ``read(directory)`` gives
+    ``{global_step: {tag: value}}`` (``read_eval_metrics``). tf_bridge's hooks share it.
+
+    Raises (when called):
+      KeyError: an evaluation lacks ``metric_name`` (the known names are listed).
+    """
     past = operator.gt if higher else operator.lt
 
     def crossed() -> bool:
-        for step, metrics in read_eval_metrics(directory).items():
+        for step, metrics in read(directory).items():
             value = _metric(metrics, metric_name, directory)
             if step >= min_steps and past(value, threshold):
                 _log.info(
@@ -173,25 +177,29 @@ def _threshold_hook(
                 return True
         return False
 
-    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
+    return crossed
 
 
-def _no_improvement_hook(
-    estimator: Any,
+def no_improvement(
+    read: Callable[[str], Any],
+    directory: str,
     metric_name: str,
     max_steps_without_improvement: int,
     higher: bool,
-    eval_dir: str | None,
     min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
-) -> SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
+) -> Callable[[], bool]:
+    """``() -> bool``: has ``metric_name`` gone ``max_steps_without_improvement`` global
+    steps of evaluations (from ``min_steps`` on) without a new best (higher is better
+    with ``higher``)? ``read`` as in ``threshold_crossed``; tf_bridge's hooks share it.
+
+    Raises (when called):
+      KeyError: an evaluation lacks ``metric_name``.
+    """
     better = operator.gt if higher else operator.lt
 
     def stalled() -> bool:
         best, best_step = None, None
-        for step, metrics in read_eval_metrics(directory).items():
+        for step, metrics in read(directory).items():
             if step < min_steps:
                 continue
             value = _metric(metrics, metric_name, directory)
@@ -210,6 +218,38 @@ def _no_improvement_hook(
                 return True
         return False
 
+    return stalled
+
+
+def _threshold_hook(
+    estimator: Any,
+    metric_name: str,
+    threshold: float,
+    higher: bool,
+    eval_dir: str | None,
+    min_steps: int,
+    run_every_secs: float | None,
+    run_every_steps: int | None,
+) -> SessionRunHook:
+    directory = eval_dir or estimator.eval_dir()
+    crossed = threshold_crossed(read_eval_metrics, directory, metric_name, threshold, higher, min_steps)
+    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
+
+
+def _no_improvement_hook(
+    estimator: Any,
+    metric_name: str,
+    max_steps_without_improvement: int,
+    higher: bool,
+    eval_dir: str | None,
+    min_steps: int,
+    run_every_secs: float | None,
+    run_every_steps: int | None,
+) -> SessionRunHook:
+    directory = eval_dir or estimator.eval_dir()
+    stalled = no_improvement(
+        read_eval_metrics, directory, metric_name, max_steps_without_improvement, higher, min_steps
+    )
     return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
 
 
