@@ -1,4 +1,4 @@
-"""At num_cores_per_replica=2: warm start into a sharded state, and an export of the
+"""At num_cores_per_replica=2: warm start into a sharded state, train_and_evaluate, and an export of the
 gathered state that TensorFlow serves with the predictions of the mesh."""
 
 from __future__ import annotations
@@ -53,3 +53,16 @@ def test_export_of_the_gathered_state_serves_the_mesh_predictions(tmp_path):
     export_dir = est.export_saved_model(str(tmp_path / "export"), receiver).decode()
     served = tf.saved_model.load(export_dir).signatures["serving_default"](x=tf.constant(x[:100]))
     np.testing.assert_allclose(served["logits"].numpy(), predictions, atol=1e-5, rtol=0)
+
+
+def test_train_and_evaluate_at_4x2_matches_8x1(tmp_path):
+    x, y = digits(256)
+    results = {}
+    for cores in (2, None):
+        est = _est(str(tmp_path / str(cores)), cores, eval_batch_size=64)
+        train = jaxspec.TrainSpec(batches_input_fn(x, y, 64, repeat=True), max_steps=10)
+        evaluate = jaxspec.EvalSpec(batches_input_fn(x[:128], y[:128], 64), steps=None, every_n_steps=5)
+        results[cores], _ = jaxspec.train_and_evaluate(est, train, evaluate)
+    assert results[2]["global_step"] == results[None]["global_step"] == 10
+    for key, value in results[None].items():
+        np.testing.assert_allclose(results[2][key], value, atol=1e-5, rtol=0, err_msg=key)

@@ -1,10 +1,12 @@
 """Two processes of 4 CPU devices with num_cores_per_replica=2 (one 4x2 mesh over both)
-equal one process of 8 devices at 4x2; the sharded checkpoint they write resumes in one."""
+equal one process of 8 devices at 4x2; the sharded checkpoint they write resumes in one,
+and one process's checkpoint resumes in two."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+import jaxspec
 from tests import model_parallel_worker as worker
 from tests import multiprocess_worker as inputs
 
@@ -24,14 +27,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_two_processes(model_dir: str, tmp_path) -> list[dict]:
+def _run_two_processes(model_dir: str, tmp_path, tag: str = "") -> list[dict]:
     port = _free_port()
     cluster = {"chief": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{port + 1}"]}
     procs = []
     for kind in ("chief", "worker"):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
         env.pop("XLA_FLAGS", None)
-        out = str(tmp_path / f"{kind}.json")
+        out = str(tmp_path / f"{kind}{tag}.json")
         cmd = [sys.executable, SCRIPT, model_dir, out]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append((proc, out))
@@ -87,3 +90,28 @@ def test_their_checkpoint_resumes_in_one_process(runs):
     assert int(a["step"]) == inputs.STEPS + 2
     for name in b:
         np.testing.assert_allclose(a[name], b[name], atol=1e-5, rtol=0, err_msg=name)
+
+
+def test_one_process_checkpoint_resumes_in_two(tmp_path):
+    """8x1 in this process writes step 3; two processes (4x2 over both) restore it, each
+    reading its own shards, and train on: the same numbers as 4x2 here."""
+    from tests.helpers import fast_config, make_model_fn
+    from tests.model_parallel_models import Mlp, make_init_fn
+
+    seed = str(tmp_path / "seed")
+    first = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(seed),
+        train_batch_size=inputs.TRAIN_BATCH,
+        init_fn=make_init_fn(Mlp()),
+    )
+    first.train(inputs.train_input_fn, steps=3)
+    shutil.copytree(seed, tmp_path / "two")
+    shutil.copytree(seed, tmp_path / "one")
+    chief, _ = _run_two_processes(str(tmp_path / "two"), tmp_path, "-resumed")
+    here = worker.make_estimator(str(tmp_path / "one"), [])
+    here.train(inputs.train_input_fn, steps=inputs.STEPS)
+    ref = here._checkpoint_store().read()
+    assert int(ref["step"]) == 3 + inputs.STEPS
+    for name, value in ref.items():
+        np.testing.assert_allclose(chief["params"][name], value, atol=1e-5, rtol=0, err_msg=name)
