@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.training import training_util
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.runner.cluster import device_function
 from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
 from tf_bridge.session_hooks import HostCallFetchHook
 
@@ -181,8 +182,9 @@ def train_with_spec(
 def train_model(
     est: Any, input_fn: Any, hooks: list[Any], saving_listeners: list[Any], plan: TrainPlan
 ) -> Any:
-    """Build the TRAIN graph in a fresh ``tf.Graph`` and train; return the last loss."""
-    with tf.Graph().as_default() as graph:
+    """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
+    when the cluster has some) and train; return the last loss."""
+    with tf.Graph().as_default() as graph, graph.device(device_function(est.config)):
         tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
         global_step = est._create_global_step(graph)
         if global_step is not None:
