@@ -152,3 +152,28 @@ def test_between_graph_training_with_ps_chief_worker_and_evaluator(tmp_path: Any
     evaluated = records["evaluator"]["eval"]
     assert evaluated["global_step"] == step
     assert evaluated["loss"] == pytest.approx(float(final["loss"]), rel=1e-6)
+
+
+@pytest.mark.parametrize("task,index", [("master", 0), ("worker", 0), ("worker", 1)])
+def test_legacy_master_cluster_moves_summaries_to_worker_0(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, task: str, index: int
+) -> None:
+    """With ``master`` and ``worker`` jobs, tf.estimator took summaries and step counting
+    off the master and gave them to worker 0 (the session itself is not started here)."""
+    from unittest import mock
+
+    from tf_bridge.runner import train as runner_train
+
+    cluster = {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "master": ["127.0.0.1:4"]}
+    _set_tf_config(monkeypatch, cluster=cluster, task={"type": task, "index": index})
+    est = tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path))
+    with mock.patch.object(runner_train.tf_training, "MonitoredTrainingSession") as session:
+        session.return_value.__enter__.return_value.should_stop.return_value = True
+        est.train(models.train_input_fn, steps=1)
+    kwargs = session.call_args.kwargs
+    assert kwargs["save_summaries_steps"] == 0 and kwargs["log_step_count_steps"] is None
+    assert kwargs["is_chief"] == (task == "master") and kwargs["master"] == "grpc://" + cluster[task][index]
+    kinds = {type(h) for h in kwargs["hooks"]}
+    on_worker_0 = task == "worker" and index == 0
+    assert (tf.compat.v1.train.SummarySaverHook in kinds) == on_worker_0
+    assert (tf.compat.v1.train.StepCounterHook in kinds) == on_worker_0
