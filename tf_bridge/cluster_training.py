@@ -56,9 +56,9 @@ def _train(estimator: Any, train_spec: Any, listeners: list[Any], sleep: Callabl
             _log.info("Worker %d waits %d s before training.", config.task_id, delay)
             sleep(delay)
     estimator.train(
-        train_spec.input_fn,
-        hooks=train_spec.hooks,
+        input_fn=train_spec.input_fn,
         max_steps=train_spec.max_steps,
+        hooks=list(train_spec.hooks),
         saving_listeners=listeners,
     )
 

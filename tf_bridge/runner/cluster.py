@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.training import device_setter
+from tensorflow.python.training import device_setter, server_lib
 
 _log = logging.getLogger("tf_bridge")
 
@@ -53,7 +53,7 @@ def start_server(config: Any) -> Any:
     session = tf.compat.v1.ConfigProto(log_device_placement=False)
     if config.session_config is not None:
         session.gpu_options.CopyFrom(config.session_config.gpu_options)
-    server = tf.distribute.Server(
+    server = server_lib.Server(  # tf.distribute.Server, named where tf.estimator named it
         cluster,
         job_name=config.task_type,
         task_index=config.task_id,
