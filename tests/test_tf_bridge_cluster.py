@@ -177,3 +177,42 @@ def test_legacy_master_cluster_moves_summaries_to_worker_0(
     on_worker_0 = task == "worker" and index == 0
     assert (tf.compat.v1.train.SummarySaverHook in kinds) == on_worker_0
     assert (tf.compat.v1.train.StepCounterHook in kinds) == on_worker_0
+
+
+def test_in_memory_evaluator_refuses_a_cluster(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for cluster in ({"chief": ["h:0"], "worker": ["h:1"]}, {"chief": ["h:0"], "ps": ["h:1"]}):
+        _set_tf_config(monkeypatch, cluster=cluster, task={"type": "chief", "index": 0})
+        est = tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path))
+        with pytest.raises(ValueError, match="one training process"):
+            tf_bridge.hooks.InMemoryEvaluatorHook(est, models.eval_input_fn)
+
+
+def test_stop_at_checkpoint_step_hook(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chief gets TF's StopAtStepHook; a worker a hook that stops once model_dir's
+    checkpoint is at last_step (here: the chief's checkpoint, through a shared server)."""
+    server = tf.distribute.Server.create_local_server()
+
+    def estimator(task: str) -> tf_bridge.Estimator:
+        _set_tf_config(
+            monkeypatch,
+            cluster={"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+            task={"type": task, "index": 0},
+            session_master=server.target,
+        )
+        config = tf_bridge.RunConfig(session_config=tf.compat.v1.ConfigProto(), log_step_count_steps=None)
+        return tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path), config=config)
+
+    chief = estimator("chief")
+    assert isinstance(
+        tf_bridge.hooks.make_stop_at_checkpoint_step_hook(chief, 4), tf.compat.v1.train.StopAtStepHook
+    )
+    chief.train(models.train_input_fn, max_steps=4)
+    worker = estimator("worker")
+    hook = tf_bridge.hooks.make_stop_at_checkpoint_step_hook(worker, 4, wait_after_file_check_secs=0)
+    assert not isinstance(hook, tf.compat.v1.train.StopAtStepHook)
+    losses: list[float] = []
+    worker = tf_bridge.Estimator(
+        models.make_linear_model_fn(tf_bridge, losses), str(tmp_path), config=worker.config
+    )
+    worker.train(models.train_input_fn, hooks=[hook])  # no steps / max_steps: only the hook stops it
+    assert len(losses) == 1  # the checkpoint is at 4 already: one step, then stop

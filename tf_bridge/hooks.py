@@ -7,6 +7,8 @@ them as they are. This module adds the ones that lived in tf.estimator:
 - early stopping: ``make_early_stopping_hook``, ``stop_if_higher_hook``,
   ``stop_if_lower_hook``, ``stop_if_no_increase_hook``, ``stop_if_no_decrease_hook``,
   ``read_eval_metrics`` (``tf.estimator.experimental``);
+- ``make_stop_at_checkpoint_step_hook``: every task of a cluster stops at the chief's
+  last checkpoint step (``tf.estimator.experimental``);
 - ``InMemoryEvaluatorHook``: evaluation during training from the session's variables
   (``tf.estimator.experimental``; defined in ``tf_bridge.runner.in_memory``);
 - the hooks the runner adds by itself, re-exported from ``tf_bridge.session_hooks``:
@@ -19,13 +21,16 @@ import collections
 import logging
 import operator
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.training import training_util
 
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.in_memory import InMemoryEvaluatorHook
+from tf_bridge.runner.train import load_global_step
 from tf_bridge.session_hooks import ExamplesPerSecondHook, HostCallFetchHook, StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
@@ -250,12 +255,61 @@ def stop_if_no_decrease_hook(
     )
 
 
+class _StopAtCheckpointStepHook(_SessionRunHook):
+    """Stops a non-chief trainer once the checkpoint in ``model_dir`` reached
+    ``last_step`` (checked when this worker's own global step is at or past it), so
+    workers do not stop before the chief has saved the last step."""
+
+    def __init__(self, model_dir: str, last_step: int, wait_after_file_check_secs: float = 30) -> None:
+        if last_step is None:
+            raise ValueError("last_step is required.")
+        if model_dir is None:
+            raise ValueError("model_dir is required.")
+        self._model_dir, self._last_step = model_dir, last_step
+        self._wait = wait_after_file_check_secs
+        self._global_step: Any = None
+
+    def begin(self) -> None:
+        self._global_step = training_util._get_or_create_global_step_read()
+        if self._global_step is None:
+            raise RuntimeError("stopping at a checkpoint step needs a global step in the graph.")
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.compat.v1.train.SessionRunArgs(self._global_step)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if int(run_values.results) + 1 < self._last_step:
+            return
+        if load_global_step(self._model_dir) >= self._last_step:
+            run_context.request_stop()
+        else:  # many workers reading the checkpoint state at once: pace the reads
+            time.sleep(self._wait)
+
+
+def make_stop_at_checkpoint_step_hook(
+    estimator: Any, last_step: int, wait_after_file_check_secs: float = 30
+) -> _SessionRunHook:
+    """A hook that ends training at ``last_step`` on every task of a cluster
+    (``tf.estimator.experimental.make_stop_at_checkpoint_step_hook``): on the chief a
+    ``StopAtStepHook``; on other tasks one that stops once ``estimator.model_dir``'s
+    latest checkpoint is at ``last_step``, reading it at most every
+    ``wait_after_file_check_secs`` seconds.
+
+    Raises:
+      ValueError: last_step or the model_dir is None.
+    """
+    if estimator.config.is_chief:
+        return tf.compat.v1.train.StopAtStepHook(last_step=last_step)
+    return _StopAtCheckpointStepHook(estimator.model_dir, last_step, wait_after_file_check_secs)
+
+
 __all__ = [
     "ExamplesPerSecondHook",
     "HostCallFetchHook",
     "InMemoryEvaluatorHook",
     "StopAfterNEvalsHook",
     "make_early_stopping_hook",
+    "make_stop_at_checkpoint_step_hook",
     "read_eval_metrics",
     "stop_if_higher_hook",
     "stop_if_lower_hook",
