@@ -216,3 +216,36 @@ def test_stop_at_checkpoint_step_hook(tmp_path: Any, monkeypatch: pytest.MonkeyP
     )
     worker.train(models.train_input_fn, hooks=[hook])  # no steps / max_steps: only the hook stops it
     assert len(losses) == 1  # the checkpoint is at 4 already: one step, then stop
+
+
+def test_early_stopping_reaches_the_workers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chief's early-stopping hook sets ``signal_early_stopping/STOP`` (on the shared
+    server); a worker's hook stops on it after one step, as under tf.estimator."""
+    server = tf.distribute.Server.create_local_server()
+
+    def estimator(task: str, losses: list[float]) -> tf_bridge.Estimator:
+        _set_tf_config(
+            monkeypatch,
+            cluster={"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+            task={"type": task, "index": 0},
+            session_master=server.target,
+        )
+        config = tf_bridge.RunConfig(session_config=tf.compat.v1.ConfigProto(), log_step_count_steps=None)
+        return tf_bridge.Estimator(
+            models.make_linear_model_fn(tf_bridge, losses), str(tmp_path), config=config
+        )
+
+    chief_losses: list[float] = []
+    chief = estimator("chief", chief_losses)
+    stop_at_3 = tf_bridge.hooks.make_early_stopping_hook(
+        chief, lambda: len(chief_losses) >= 3, run_every_secs=None, run_every_steps=1
+    )
+    chief.train(models.train_input_fn, hooks=[stop_at_3], max_steps=100)
+    # The hook runs before the spec's loss recorder: it sees 3 losses after step 4.
+    assert len(chief_losses) == 4
+    assert bool(chief.get_variable_value("signal_early_stopping/STOP"))  # in the checkpoint, as TF
+    worker_losses: list[float] = []
+    worker = estimator("worker", worker_losses)
+    hook = tf_bridge.hooks.make_early_stopping_hook(worker, lambda: False)
+    worker.train(models.train_input_fn, hooks=[hook], max_steps=100)
+    assert len(worker_losses) == 1

@@ -37,11 +37,30 @@ _log = logging.getLogger("tf_bridge")
 _SessionRunHook = tf.compat.v1.train.SessionRunHook
 
 
+def _stop_variable() -> Any:
+    """The bool variable ``signal_early_stopping/STOP`` (a global variable, so the chief
+    and the workers of a cluster share it on the parameter servers and checkpoints keep
+    it, as tf.estimator's); made once per graph."""
+    with tf.compat.v1.variable_scope("signal_early_stopping", values=[], reuse=tf.compat.v1.AUTO_REUSE):
+        return tf.compat.v1.get_variable(
+            "STOP",
+            shape=[],
+            dtype=tf.bool,
+            initializer=tf.compat.v1.constant_initializer(False),
+            collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES],
+            trainable=False,
+        )
+
+
 class _StopOnPredicateHook(_SessionRunHook):
-    """Calls ``should_stop_fn`` every N steps or seconds; stops training when it says so."""
+    """The chief's early-stopping hook: calls ``should_stop_fn`` every N steps or
+    seconds; when it says so, sets the stop variable (for the workers) and stops."""
 
     def __init__(
-        self, should_stop_fn: Callable[[], bool], run_every_secs: float | None, run_every_steps: int | None
+        self,
+        should_stop_fn: Callable[[], bool],
+        run_every_secs: float | None = 60,
+        run_every_steps: int | None = None,
     ) -> None:
         if not callable(should_stop_fn):
             raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")
@@ -50,11 +69,15 @@ class _StopOnPredicateHook(_SessionRunHook):
             every_secs=run_every_secs, every_steps=run_every_steps
         )
         self._global_step: Any = None
+        self._stop_var: Any = None
+        self._set_stop: Any = None
 
     def begin(self) -> None:
         self._global_step = tf.compat.v1.train.get_global_step()
         if self._global_step is None:
             raise RuntimeError("early stopping needs a global step in the graph.")
+        self._stop_var = _stop_variable()
+        self._set_stop = tf.compat.v1.assign(self._stop_var, True)
 
     def before_run(self, run_context: Any) -> Any:
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
@@ -65,7 +88,26 @@ class _StopOnPredicateHook(_SessionRunHook):
             self._timer.update_last_triggered_step(step)
             if self._should_stop_fn():
                 _log.info("Early stopping requested at global step %d.", step)
+                run_context.session.run(self._set_stop)
                 run_context.request_stop()
+
+
+class _CheckForStoppingHook(_SessionRunHook):
+    """A worker's early-stopping hook: stops once the chief has set the stop variable."""
+
+    def __init__(self) -> None:
+        self._stop: Any = None
+
+    def begin(self) -> None:
+        self._stop = _stop_variable()
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.compat.v1.train.SessionRunArgs(self._stop)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if run_values.results:
+            _log.info("The chief requested early stopping; this worker stops.")
+            run_context.request_stop()
 
 
 def make_early_stopping_hook(
@@ -77,12 +119,14 @@ def make_early_stopping_hook(
     """A hook that stops training when ``should_stop_fn()`` returns True
     (``tf.estimator.experimental.make_early_stopping_hook``).
 
-    Unlike TF's, it adds no ``signal_early_stopping/STOP`` variable to the graph: that
-    variable only told other workers to stop, and tf_bridge runs one process; so
-    checkpoints keep exactly the model's variables.
+    On the chief (and without a cluster) it calls ``should_stop_fn`` every
+    ``run_every_secs`` / ``run_every_steps``; when it returns True it sets the global
+    variable ``signal_early_stopping/STOP`` and stops. On the other tasks of a cluster
+    the hook stops as soon as that variable is set. As in tf.estimator, the variable is
+    part of the graph and of its checkpoints.
 
     Args:
-      estimator: a tf_bridge Estimator (only checked; the hook reads nothing from it).
+      estimator: a tf_bridge Estimator (its ``config.is_chief`` picks the hook).
       should_stop_fn: ``() -> bool``.
       run_every_secs / run_every_steps: how often to call it; at most one may be set.
 
@@ -95,7 +139,9 @@ def make_early_stopping_hook(
         raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
     if run_every_secs is not None and run_every_steps is not None:
         raise ValueError("set run_every_secs or run_every_steps, not both.")
-    return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
+    if estimator.config.is_chief:
+        return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
+    return _CheckForStoppingHook()
 
 
 def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, float]]:
