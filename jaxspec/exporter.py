@@ -189,6 +189,8 @@ class BestExporter(_SavedModelExporter):
             best_eval_result=self._best, current_eval_result=eval_result
         ):
             return None
-        self._best = dict(eval_result)
-        _log.info("New best eval result at global step %s; exporting.", eval_result.get("global_step"))
+        self._best = dict(eval_result) if eval_result is not None else None
+        _log.info(
+            "New best eval result at global step %s; exporting.", (eval_result or {}).get("global_step")
+        )
         return self._write(estimator, export_path, checkpoint_path)

@@ -324,6 +324,34 @@ def _train_in_chunks(
         ev.evaluate_and_export()  # a no-op for a spec that evaluated the last checkpoint
 
 
+def evaluate_continuously(
+    estimator: Any,
+    train_spec: Any,
+    eval_spec: Any,
+    family: Family,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[dict[str, Any] | None, list[Any] | None]:
+    """What a separate evaluator task does in tf.estimator's distributed
+    train_and_evaluate: wait ``start_delay_secs``, then evaluate (and export) each new
+    checkpoint, at most once per ``throttle_secs``, until an evaluated checkpoint's
+    global step reaches ``train_spec.max_steps`` (with ``max_steps=None`` it never
+    ends, as TF). Returns the last ``(eval_result, export_results)``. With
+    ``throttle_secs=0`` it looks at model_dir once a second (TF polls without pause).
+    """
+    evaluator = CheckpointEvaluator(estimator, eval_spec, train_spec.max_steps, family)
+    if eval_spec.start_delay_secs:
+        _log.info("Waiting %s s before the first evaluation.", eval_spec.start_delay_secs)
+        sleep(eval_spec.start_delay_secs)
+    while True:
+        started = time.time()
+        evaluator.evaluate_and_export()
+        done = evaluator.eval_result is not None and train_spec.max_steps is not None
+        if done and int(evaluator.eval_result["global_step"]) >= train_spec.max_steps:
+            return evaluator.eval_result, evaluator.export_results
+        # At least a second between looks at model_dir even with throttle_secs=0.
+        sleep(max(eval_spec.throttle_secs - (time.time() - started), 0 if eval_spec.throttle_secs else 1))
+
+
 def _jaxspec_latest_checkpoint(estimator: Any) -> str | None:
     store = estimator._checkpoint_store()
     store.wait()  # Orbax saves in the background; evaluate complete checkpoints only

@@ -197,3 +197,20 @@ def test_tf_estimator_namespace() -> None:
     assert tf_estimator.export.ServingInputReceiver is tf_bridge.ServingInputReceiver
     assert tf_estimator.tpu.TPUEstimator is tf_bridge.TPUEstimator
     assert tf_estimator.ModeKeys.TRAIN == "train"
+
+
+def test_best_exporter_first_export_without_eval_result_and_garbage_collection(tmp_path: Any) -> None:
+    """As tf.estimator's BestExporter: the first export happens whatever the result (even
+    None), and only the newest ``exports_to_keep`` timestamped directories remain."""
+    est = make_est(tmp_path / "model", save_checkpoints_steps=3)
+    est.train(models.train_input_fn, max_steps=3)
+    export_path = tmp_path / "export"
+    old = [export_path / str(1_500_000_000 + i) for i in range(4)]
+    for path in old:
+        path.mkdir(parents=True)
+    best = tf_bridge.BestExporter(
+        serving_input_receiver_fn=models.serving_input_receiver_fn(tf_bridge), exports_to_keep=2
+    )
+    written = best.export(est, str(export_path), est.latest_checkpoint(), None, False)
+    assert written is not None and os.path.isfile(os.path.join(written.decode(), "saved_model.pb"))
+    assert sorted(os.listdir(export_path)) == [old[-1].name, os.path.basename(written.decode())]

@@ -199,7 +199,7 @@ def check_tf_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
     Raises:
       TypeError: not a dict, or a value of another kind (jaxspec's structure check).
       ValueError: a Keras metric with no update (``update_state`` never called), or a
-        tensor not in the default graph.
+        tensor, update or metric result not in the default graph.
     """
     ops = check_eval_metric_ops(ops, cls)
     new_vars: list[Any] = []
@@ -215,7 +215,11 @@ def check_tf_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
                 "update_state(...) on it in model_fn (graph-mode Keras metrics, e.g. tf_keras), or use "
                 "tf.compat.v1.metrics."
             )
-        ops[key] = (value.result(), updates[0])
+        for update in updates:  # a metric built in another graph cannot run in this one
+            _check_graph(update, f"eval_metric_ops[{key!r}]", cls)
+        result = value.result()
+        _check_graph(result, f"eval_metric_ops[{key!r}]", cls)
+        ops[key] = (result, updates[0])
         new_vars.extend(value.variables)
     for collection in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES):
         present = {id(v) for v in tf.compat.v1.get_collection(collection)}

@@ -5,7 +5,8 @@ The driver is jaxspec's (``jaxspec.training.run_train_and_evaluate``): the same
 evaluate-after-checkpoint listener, throttling, one evaluation and export per
 checkpoint and return value; here it runs a ``tf_bridge.Estimator`` with TensorFlow's
 hooks and CheckpointSaverListeners. The exporters are jaxspec's classes: they only call
-``estimator.export_saved_model``.
+``estimator.export_saved_model``. With a ``TF_CONFIG`` cluster, each task does its part
+(``tf_bridge.cluster_training``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 from jaxspec import training as _shared
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from tf_bridge import cluster_training
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.train import load_global_step
 
@@ -78,15 +80,27 @@ def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: A
     ``eval_<name>``; exports to ``model_dir/export/<exporter name>/<timestamp>``.
     Beyond TF (as jaxspec): a list of EvalSpecs, and ``EvalSpec(every_n_steps=N)``.
 
+    With a cluster (or as the ``evaluator`` task), the task named by
+    ``config.task_type`` runs its part: ``chief`` and ``worker`` train between-graph,
+    variables on the parameter servers; ``ps`` serves them until the process ends;
+    ``evaluator`` evaluates each new checkpoint until one at ``max_steps``; ``master``
+    trains and evaluates (see ``tf_bridge.cluster_training``).
+
     Returns:
       Locally: ``(eval_result, export_results)`` of the last evaluation (metrics dict;
       per exporter the export directory as bytes, or None), ``(None, None)`` when
-      nothing was evaluated.
+      nothing was evaluated. In a cluster: the evaluator's last pair; None for the
+      other tasks, as tf.estimator.
 
     Raises:
       TypeError: an estimator that is not a tf_bridge Estimator, or specs of another type.
-      ValueError: EvalSpecs sharing a name.
+      ValueError: EvalSpecs sharing a name; in a cluster, an evaluator index > 0 or a
+        task type with no part.
+      RuntimeError: a task's server cannot start.
     """
+    config = getattr(estimator, "config", None)
+    if isinstance(estimator, Estimator) and (config.cluster_spec.jobs or config.task_type == "evaluator"):
+        return cluster_training.run_task(estimator, train_spec, eval_spec, FAMILY)
     return _shared.run_train_and_evaluate(estimator, train_spec, eval_spec, FAMILY)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tf215_reference_models as models
@@ -216,8 +217,6 @@ def receiver_and_eval_export(api: Any, build_receiver_fn: Any, input_fn: Any) ->
 
 
 def _meta_graphs(path: str) -> list[Any]:
-    from tensorflow.core.protobuf import saved_model_pb2
-
     model = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         model.ParseFromString(f.read())
@@ -225,7 +224,7 @@ def _meta_graphs(path: str) -> list[Any]:
 
 
 def main() -> None:
-    import tensorflow_estimator  # noqa: F401  (the TF 2.15 side)
+    import tensorflow_estimator  # noqa: F401  (only under TF 2.15; the tests import this module without it)
 
     api = models.tf215_api()
     api.RunConfig = tf.estimator.RunConfig

@@ -3,6 +3,7 @@
 from tf_bridge.hooks import (
     InMemoryEvaluatorHook,
     make_early_stopping_hook,
+    make_stop_at_checkpoint_step_hook,
     stop_if_higher_hook,
     stop_if_lower_hook,
     stop_if_no_decrease_hook,
@@ -14,6 +15,7 @@ __all__ = [
     "InMemoryEvaluatorHook",
     "build_raw_supervised_input_receiver_fn",
     "make_early_stopping_hook",
+    "make_stop_at_checkpoint_step_hook",
     "stop_if_higher_hook",
     "stop_if_lower_hook",
     "stop_if_no_decrease_hook",

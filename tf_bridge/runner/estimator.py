@@ -130,6 +130,42 @@ def check_listeners(listeners: Any) -> list[Any]:
     return listeners
 
 
+# Members a subclass may override, as tf.estimator allowed (its global-step creator is
+# ``_create_global_step`` here).
+ALLOWED_OVERRIDES = frozenset(
+    {
+        "model_fn",
+        "latest_checkpoint",
+        "_create_global_step",
+        "_create_and_assert_global_step",
+        "_export_all_saved_models",
+    }
+)
+
+
+def check_members_not_overridden(est: Any) -> None:
+    """tf.estimator's rule for subclasses: a class outside tf_bridge that derives from a
+    tf_bridge Estimator may not redefine the Estimator's members (``ALLOWED_OVERRIDES``
+    excepted); tf_bridge's own subclasses (TPUEstimator, NPUEstimator) are exempt.
+
+    Raises:
+      ValueError: naming the overridden members.
+    """
+    cls = type(est)
+    if cls.__module__.startswith("tf_bridge."):
+        return
+    base = next(c for c in cls.__mro__ if c.__module__.startswith("tf_bridge."))
+    members = {m for m in dir(base) if not m.startswith("__")}
+    overridden = sorted(
+        m for m in (members & set(vars(cls))) - ALLOWED_OVERRIDES if getattr(base, m) is not getattr(cls, m)
+    )
+    if overridden:
+        raise ValueError(
+            f"{cls.__name__} overrides members of {base.__name__} ({', '.join(overridden)}); subclasses of "
+            "an Estimator may not (tf.estimator's rule): pass a model_fn instead."
+        )
+
+
 def _check_steps(name: str, value: Any) -> None:
     if value is not None and value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}.")
@@ -151,8 +187,9 @@ class Estimator:
         ``WarmStartSettings``; used when model_dir has no checkpoint.
 
     Raises:
-      ValueError: config of another type (checked first), model_fn missing, conflicting
-        model_dirs, model_fn arguments tf.estimator refuses, a bad warm_start_from.
+      ValueError: a subclass overriding Estimator members (checked first, as TF), config
+        of another type, model_fn missing, conflicting model_dirs, model_fn arguments
+        tf.estimator refuses, a bad warm_start_from.
     """
 
     _spec_types: tuple[type, ...] = (EstimatorSpec,)
@@ -167,6 +204,7 @@ class Estimator:
         params: dict[str, Any] | None = None,
         warm_start_from: Any = None,
     ) -> None:
+        check_members_not_overridden(self)
         self._config = resolve_config(config, model_dir, self._config_type)
         if model_fn is None:
             raise ValueError("model_fn is required.")

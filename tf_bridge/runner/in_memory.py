@@ -34,7 +34,8 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
       every_n_iter: training runs between evaluations (> 0).
 
     Raises:
-      ValueError: every_n_iter <= 0; (begin) the eval scaffold has its own saver or
+      ValueError: every_n_iter <= 0; a cluster with parameter servers or several
+        trainers (TF_CONFIG); (begin) the eval scaffold has its own saver or
         init_fn; (after_create_session) the training graph has saveables other than
         global variables.
       TypeError: estimator is not a tf_bridge Estimator.
@@ -53,6 +54,12 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
         if every_n_iter is None or every_n_iter <= 0:
             raise ValueError(f"every_n_iter must be > 0, got {every_n_iter}.")
+        config = estimator.config
+        if config.num_ps_replicas > 0 or config.num_worker_replicas > 1:
+            raise ValueError(
+                "InMemoryEvaluatorHook runs in one training process only; the cluster has "
+                f"{config.num_worker_replicas} trainers and {config.num_ps_replicas} parameter servers."
+            )
         summary_steps = estimator.config.save_summary_steps
         if summary_steps and every_n_iter % summary_steps != 0:
             _log.warning(

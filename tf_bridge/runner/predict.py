@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,8 +9,6 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.runner.inputs import call_input_fn, has_dataset_or_queue, parse_input_fn_result
-
-_log = logging.getLogger("tf_bridge")
 
 
 def select_keys(predictions: Any, predict_keys: Any) -> Any:
@@ -74,7 +71,7 @@ def run_predict(
         result = call_input_fn(input_fn, ModeKeys.PREDICT, est._input_fn_params(ModeKeys.PREDICT), est.config)
         features, _, input_hooks = parse_input_fn_result(result)
         if not est._skip_predict_input_check and not has_dataset_or_queue(features):
-            _log.warning(
+            tf.compat.v1.logging.warning(  # TensorFlow's logger, where tf.estimator wrote it
                 "The input uses no tf.data.Dataset nor queue runner: predict will not end by itself."
             )
         spec = est._call_model_fn(features, None, ModeKeys.PREDICT, est.config)

@@ -14,9 +14,11 @@ import logging
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.training import training as tf_training
 from tensorflow.python.training import training_util
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.runner.cluster import device_function
 from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
 from tf_bridge.session_hooks import HostCallFetchHook
 
@@ -109,6 +111,32 @@ def _chief_hooks(est: Any, spec: Any, worker: list[Any], saving_listeners: list[
     return chief + list(spec.training_chief_hooks)
 
 
+def _summary_settings(config: Any, spec: Any) -> tuple[Any, Any, list[Any]]:
+    """(save_summaries_steps, log_step_count_steps, extra hooks) of the monitored session.
+
+    In a legacy cluster with ``master`` and ``worker`` jobs, tf.estimator moved the
+    summaries and step counting off the master (it also evaluates) to worker 0; so here.
+    """
+    jobs = config.cluster_spec.jobs
+    if not ("master" in jobs and "worker" in jobs):
+        return config.save_summary_steps, config.log_step_count_steps, []
+    hooks: list[Any] = []
+    if config.task_type == "worker" and config.task_id == 0:
+        if config.save_summary_steps:
+            hooks.append(
+                tf.compat.v1.train.SummarySaverHook(
+                    save_steps=config.save_summary_steps, output_dir=config.model_dir, scaffold=spec.scaffold
+                )
+            )
+        if config.log_step_count_steps:
+            hooks.append(
+                tf.compat.v1.train.StepCounterHook(
+                    every_n_steps=config.log_step_count_steps, output_dir=config.model_dir
+                )
+            )
+    return 0, None, hooks
+
+
 def _per_step_fetches(hooks: list[Any]) -> list[Any]:
     """What must run at every step even inside a loop: the host calls."""
     return [h.fetches for h in hooks if isinstance(h, HostCallFetchHook) and h.fetches is not None]
@@ -151,8 +179,11 @@ def train_with_spec(
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _default_saver(config))
     chief = _chief_hooks(est, spec, worker, saving_listeners)
     per_step = _per_step_fetches(worker)
+    summary_steps, log_steps, summary_hooks = _summary_settings(config, spec)
+    worker.extend(summary_hooks)
     loss, steps = None, 0
-    with tf.compat.v1.train.MonitoredTrainingSession(
+    # tf.estimator called MonitoredTrainingSession through this module; so does tf_bridge.
+    with tf_training.MonitoredTrainingSession(
         master=config.session_target(),
         is_chief=config.is_chief,
         checkpoint_dir=est.model_dir,
@@ -160,10 +191,10 @@ def train_with_spec(
         hooks=worker,
         chief_only_hooks=chief,
         save_checkpoint_secs=0,
-        save_summaries_steps=config.save_summary_steps,
+        save_summaries_steps=summary_steps,
         config=est._session_config,
         max_wait_secs=config.session_creation_timeout_secs,
-        log_step_count_steps=config.log_step_count_steps,
+        log_step_count_steps=log_steps,
         save_graph_def=config.checkpoint_save_graph_def,
     ) as session:
         step_fn = _loop_step_fn(spec, global_step, plan, per_step) if plan.iterations_per_loop > 1 else None
@@ -181,8 +212,9 @@ def train_with_spec(
 def train_model(
     est: Any, input_fn: Any, hooks: list[Any], saving_listeners: list[Any], plan: TrainPlan
 ) -> Any:
-    """Build the TRAIN graph in a fresh ``tf.Graph`` and train; return the last loss."""
-    with tf.Graph().as_default() as graph:
+    """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
+    when the cluster has some) and train; return the last loss."""
+    with tf.Graph().as_default() as graph, graph.device(device_function(est.config)):
         tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
         global_step = est._create_global_step(graph)
         if global_step is not None:
