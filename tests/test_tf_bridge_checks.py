@@ -16,7 +16,6 @@ import tf_bridge
 from tools import tf215_reference_models as models
 
 
-
 def test_session_config_must_be_a_config_proto() -> None:
     with pytest.raises(ValueError, match="session_config"):
         tf_bridge.RunConfig(session_config={"allow_soft_placement": True})
