@@ -15,8 +15,6 @@ import tensorflow as tf
 import tf_bridge
 from tools import tf215_reference_models as models
 
-tf_keras = pytest.importorskip("tf_keras")
-
 
 def test_session_config_must_be_a_config_proto() -> None:
     with pytest.raises(ValueError, match="session_config"):
@@ -67,6 +65,7 @@ def test_subclass_overriding_members_is_refused(tmp_path: Any) -> None:
 
 
 def test_keras_metric_from_another_graph_is_refused() -> None:
+    tf_keras = pytest.importorskip("tf_keras")
     other = tf.Graph()
     with other.as_default():
         stale = tf_keras.metrics.Mean()
@@ -77,6 +76,8 @@ def test_keras_metric_from_another_graph_is_refused() -> None:
 
 
 def test_keras_metric_of_this_graph_is_evaluated(tmp_path: Any) -> None:
+    tf_keras = pytest.importorskip("tf_keras")
+
     def model_fn(features, labels, mode):
         if mode != "eval":
             return models.make_linear_model_fn(tf_bridge, [])(features, labels, mode, {})
