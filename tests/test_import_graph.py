@@ -90,6 +90,14 @@ def test_no_import_cycle(package: str) -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_the_walk_sees_real_edges() -> None:
+    modules = _modules("tf_bridge")
+    assert "tf_bridge.session_hooks" in _imports("tf_bridge.spec", modules["tf_bridge.spec"], modules)
+    modules = _modules("jaxspec")
+    lazy = _imports("jaxspec.metrics.adapters", modules["jaxspec.metrics.adapters"], modules)
+    assert "jaxspec.metrics.base" in lazy
+
+
 def test_the_walk_sees_a_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checker itself: a two-module cycle through a lazy import is found."""
     pkg = tmp_path / "cyc"
