@@ -98,3 +98,22 @@ def test_model_fn_reads_the_padding_mask(tmp_path: Any) -> None:
         summed, config=fast_config(str(tmp_path)), train_batch_size=64, eval_batch_size=64, init_fn=init_fn
     )
     assert est.evaluate(batches_input_fn(X, Y, 64))["loss"] == pytest.approx(_numpy(64)[0], rel=1e-5)
+
+
+@pytest.mark.parametrize("cores", [2, 4])
+def test_mesh_loss_with_model_parallel_replicas(tmp_path: Any, cores: int) -> None:
+    """With num_cores_per_replica > 1 (fewer, wider replicas) the eval loss is still
+    tf.estimator's: the replicas of the short batch are weighted the same way."""
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        log_step_count_steps=None,
+        save_summary_steps=None,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=1, num_cores_per_replica=cores),
+    )
+    est = jaxspec.TPUEstimator(
+        model_fn, config=config, train_batch_size=64, eval_batch_size=64, init_fn=init_fn
+    )
+    result = est.evaluate(batches_input_fn(X, Y, 64))
+    loss, accuracy = _numpy(64)
+    assert result["loss"] == pytest.approx(loss, rel=1e-5)
+    assert result["accuracy"] == pytest.approx(accuracy, abs=1e-6)
