@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import shutil
 
+import jax
 import numpy as np
 import pytest
 from helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
@@ -126,3 +127,35 @@ def test_checkpoint_path_of_the_state_in_memory(tmp_path):
         )
         == at_2
     )
+
+
+def test_state_in_memory_is_the_saved_one_when_replicas_diverge(tmp_path):
+    """Without CrossShardOptimizer each replica trains on its own rows and the replicas'
+    copies differ; the checkpoint holds replica 0's. The next call on the same Estimator
+    must see exactly what a restore gives."""
+    import optax
+    from flax.training import train_state
+    from helpers import Net
+
+    def own_optimizer_init(features):
+        model = Net()
+        params = model.init(jax.random.PRNGKey(0), features["x"][:1])
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.5))
+
+    def make(model_dir):
+        return jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=fast_config(str(model_dir), iterations_per_loop=5),
+            train_batch_size=48,
+            eval_batch_size=48,
+            predict_batch_size=48,
+            init_fn=own_optimizer_init,
+        )
+
+    est = make(tmp_path)
+    est.train(batches_input_fn(X, Y, 48, repeat=True), steps=10)
+    fresh = make(tmp_path)
+    evaluated = [e.evaluate(batches_input_fn(X, Y, 48)) for e in (est, fresh)]
+    assert evaluated[0] == evaluated[1]
+    preds = [np.stack([p["logits"] for p in e.predict(batches_input_fn(X, None, 48))]) for e in (est, fresh)]
+    np.testing.assert_array_equal(preds[0], preds[1])

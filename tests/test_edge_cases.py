@@ -141,6 +141,26 @@ def test_short_training_batches_on_the_mesh(tmp_path, caplog):
         short_first.train(lambda: ({"x": x[:16]}, y[:16]), steps=1)
 
 
+@pytest.mark.parametrize("iterations_per_loop", [1, 2, 10])
+def test_a_short_training_batch_ends_training_for_every_loop_size(tmp_path, iterations_per_loop):
+    """Full, full, full, short, full...: training stops before the short batch whatever the
+    loop size (the batches after it are never trained on)."""
+    x, y = digits(64)
+
+    def batches():
+        for n in (32, 32, 32, 8, 32, 32, 32):
+            yield {"x": x[:n]}, y[:n]
+
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path), iterations_per_loop),
+        train_batch_size=32,
+        init_fn=init_fn,
+    )
+    est.train(batches, max_steps=20)
+    assert est.get_variable_value("step") == 3
+
+
 def test_string_features_are_named(tmp_path):
     x, y = digits(8)
     est = jaxspec.Estimator(

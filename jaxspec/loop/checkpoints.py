@@ -27,6 +27,25 @@ CHECKPOINT_SUBDIR = "checkpoints"
 EMPTY_STATE_KEY = "__empty_state__"  # what a checkpoint of a state with no leaves holds
 
 
+def _replica_zero(x: Any) -> Any:
+    """A mesh array with, for each index, the shard of replica 0 (``replica_id == 0``) on
+    every device that holds that index."""
+    if not isinstance(x, jax.Array) or len(x.addressable_shards) == 1 or not x.is_fully_addressable:
+        return x  # one copy; or several processes, where replica 0's shards are not all here
+    key = lambda index: tuple((s.start, s.stop, s.step) for s in index)  # noqa: E731
+    saved = {key(s.index): s.data for s in x.addressable_shards if s.replica_id == 0}
+    return jax.make_array_from_callback(x.shape, x.sharding, lambda index: saved[key(index)])
+
+
+def as_saved(state: Any) -> Any:
+    """``state`` as a checkpoint holds it: every leaf's copies equal to replica 0's, as
+    TPUEstimator saved replica 0's variables. Replicas meant to hold equal copies can
+    differ (a model_fn without CrossShardOptimizer trains each on its own rows); Orbax
+    writes the chunks of a replicated array from several replicas, so the state is made
+    consistent before a save, and a state kept in memory equals what a restore gives."""
+    return jax.tree.map(_replica_zero, state)
+
+
 def checkpoint_dir(model_dir: str) -> str:
     """Where the checkpoints of ``model_dir`` live: ``model_dir/checkpoints/<global_step>``."""
     return os.path.join(os.path.abspath(model_dir), CHECKPOINT_SUBDIR)
@@ -183,6 +202,7 @@ class CheckpointStore:
             return False
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
+        state = as_saved(state)
         extras = self.extras_provider() if self.extras_provider is not None else {}
         with self._lock:
             self._saving.append((step, extras))

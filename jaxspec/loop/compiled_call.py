@@ -26,6 +26,7 @@ from jaxspec.engine.multihost import agree
 from jaxspec.engine.partitioning import put_state, state_shardings
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
+from jaxspec.loop.checkpoints import as_saved
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
@@ -313,10 +314,11 @@ class CompiledCall:
         """Keep ``self.state`` as the state of checkpoint ``step`` for the next call (when
         that checkpoint is in this model_dir); otherwise forget any kept state."""
         identity = checkpoint_identity(self._checkpoint_dir(step))
-        if identity is None or self.state is None:
-            self._shared.pop("live", None)
+        if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
+            self._shared.pop("live", None)  # several processes restore (collectively) instead
             return
-        self._shared["live"] = LiveState(step, self.state, self.mesh, identity)
+        state = self.state if self.mesh is None else as_saved(self.state)
+        self._shared["live"] = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:
         """``state``'s leaves in the tree the loop was compiled for (pytree metadata such

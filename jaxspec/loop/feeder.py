@@ -60,6 +60,7 @@ class StepFeeder:
         on_mesh: bool | None = None,
     ) -> None:
         self._it = batches
+        self._ended = False  # a short training batch on the mesh ended the input
         self._mode = mode
         on_mesh = num_replicas > 1 if on_mesh is None else on_mesh
         # BROADCAST hands every replica the whole batch: nothing to split.
@@ -128,9 +129,12 @@ class StepFeeder:
             return step
         if self._queued:
             return self._queued.pop(0)
+        if self._ended:
+            return None
         try:
             return self._next_step()
         except _ShortTrainingBatch as short:
+            self._ended = True  # the input ends at the short batch, whatever the loop size
             _log.warning(
                 "A training batch of %d rows is shorter than a full one; on the mesh every step needs "
                 "full batches, so training ends before it (its rows are not trained on). Use "
