@@ -342,7 +342,10 @@ class Estimator:
         def prepare(modes: list[str], examples: dict[str, tuple[Any, Any]]) -> ExportSource | None:
             return export_source(dataclasses.replace(plan, mode=modes[0]), modes, examples, checkpoint_path)
 
-        return export_estimator_modes(prepare, export_dir_base, input_receiver_fn_map, assets_extra, as_text)
+        with quiet_libraries():  # Orbax (absl) and TF log while restoring and writing
+            return export_estimator_modes(
+                prepare, export_dir_base, input_receiver_fn_map, assets_extra, as_text
+            )
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:

@@ -52,7 +52,7 @@ class _Stderr(logging.StreamHandler):
 
 
 _lines = _Stderr()
-_last_resort = _Stderr(logging.WARNING, "%(message)s")  # behaves as logging.lastResort
+_last_resort = _Stderr(logging.WARNING, logging.BASIC_FORMAT)  # WARNING:jaxspec:..., as the INFO lines
 
 
 def mode() -> str:
