@@ -14,6 +14,7 @@ import pytest
 import jaxspec
 from jaxspec.hooks import early_stopping as es
 from jaxspec.loop import summaries
+from tests.two_processes import run_two_processes
 
 X = np.linspace(-1, 1, 64, dtype=np.float32)[:, None]
 Y = 3 * X[:, 0] + 0.5
@@ -229,30 +230,9 @@ def test_state_without_init_fn_is_a_value_error(tmp_path: Any) -> None:
 
 def test_two_processes_stop_at_the_same_step(tmp_path: Any) -> None:
     """Process 0 decides (after steps 1, 3, 5: stop at the third check); both stop at 5."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.test_multiprocess import _free_port
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "early_stopping_worker.py")
-    port = _free_port()
-    cluster = {"chief": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{port + 1}"]}
-    procs = []
-    for kind in ("chief", "worker"):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
-        env.pop("XLA_FLAGS", None)
-        out = str(tmp_path / f"{kind}.json")
-        cmd = [sys.executable, script, str(tmp_path / "model"), out]
-        procs.append(
-            (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), out)
-        )
-    results = []
-    for proc, out in procs:
-        log, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, log[-4000:]
-        with open(out) as f:
-            results.append(json.load(f))
+    results = run_two_processes(script, str(tmp_path / "model"), tmp_path, timeout=300)
     chief, worker = results
     assert chief["steps"] == worker["steps"] == [1, 2, 3, 4, 5]
     assert (chief["calls"], worker["calls"]) == (3, 0)  # only process 0 is asked

@@ -2,53 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from tests import multiprocess_worker as worker
+from tests.two_processes import run_two_processes
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_two_processes(model_dir: str, tmp_path) -> list[dict]:
-    port = _free_port()
-    cluster = {"chief": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{port + 1}"]}
-    procs = []
-    for kind in ("chief", "worker"):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
-        env.pop("XLA_FLAGS", None)
-        out = str(tmp_path / f"{kind}.json")
-        procs.append(
-            (
-                subprocess.Popen(
-                    [sys.executable, SCRIPT, model_dir, out],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                ),
-                out,
-            )
-        )
-    results = []
-    for proc, out in procs:
-        log, _ = proc.communicate(timeout=420)
-        assert proc.returncode == 0, log[-4000:]
-        with open(out) as f:
-            results.append(json.load(f))
-    return results
+    return run_two_processes(SCRIPT, model_dir, tmp_path)
 
 
 @pytest.fixture(scope="module")
