@@ -339,16 +339,19 @@ class CompiledCall:
         return jax.tree.unflatten(want, [_strong(x) for x in leaves])
 
     def run(self, *host_args: Any) -> Any:
-        """Run one compiled loop on host arrays stacked ``[N, B, ...]``."""
+        """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from the current
+        state and global step (asynchronously: JAX returns before the devices finish)."""
+        return self.dispatch(self.state, self.global_step, *host_args)
+
+    def dispatch(self, state: Any, global_step: int, *host_args: Any) -> Any:
+        """Run one compiled loop from ``state`` at ``global_step`` (which may be the
+        not yet computed outputs of the previous loop)."""
         specs = self._input_specs(host_args)
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
-        if self._device_step is None or self._device_step[0] != self.global_step:
-            self._device_step = (
-                self.global_step,
-                jax.device_put(np.int32(self.global_step), replicated(self.mesh)),
-            )
-        out = self._compile(device_args)(self.state, self._device_step[1], self.step_key, *device_args)
+        if self._device_step is None or self._device_step[0] != global_step:
+            self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
+        out = self._compile(device_args)(state, self._device_step[1], self.step_key, *device_args)
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
             steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
-            self._device_step = (self.global_step + steps, out[1])
+            self._device_step = (global_step + steps, out[1])
         return out

@@ -181,6 +181,14 @@ class Phase:
 
         self._prefetcher = GroupPrefetcher(self.feeder.next_group, sizes)
 
+    def pipelined(self) -> bool:
+        """Whether training may dispatch loop k+1 before reading loop k's results: one
+        process (several agree on each loop's size first), loops of a fixed size, and no
+        input position saved with checkpoints (it must be that of the last trained batch)."""
+        if jax.process_count() > 1 or self.plan.loop_duration_secs is not None:
+            return False
+        return not (self.position is not None and self.position.tracking)
+
     def close(self) -> None:
         """Stop the input thread, if any (idempotent)."""
         if self._prefetcher is not None:

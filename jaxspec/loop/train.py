@@ -176,24 +176,42 @@ def _loops(
     last_step: int | None,
     preemption: PreemptionWatcher,
 ) -> None:
+    """Run the training loops. Loop k+1 is dispatched before loop k's results are read
+    (one process, loops of a fixed size, no saved input position), so the devices work
+    while the host checks loop k's loss, calls its host functions and runs the hooks;
+    a stop requested at loop k drops loop k+1's results, so every hook, log and
+    checkpoint still sees exactly the steps that count."""
     call = phase.call
     duration = phase.plan.loop_duration_secs
+    pipelined = phase.pipelined()
     loops, start, started_at = 0, call.global_step, time.perf_counter()
-    while last_step is None or call.global_step < last_step:
-        started = time.perf_counter()
-        n = phase.iterations_per_loop
-        if last_step is not None:
-            n = min(n, last_step - call.global_step)
-        group = phase.next_group(n)
+
+    def dispatch(first: int, state: Any) -> tuple[int, int, Any] | None:
+        n = (
+            phase.iterations_per_loop
+            if last_step is None
+            else min(phase.iterations_per_loop, last_step - first)
+        )
+        group = phase.next_group(n) if n > 0 else None
         if group is None:
-            break
+            return None
         args, _, n = group
-        runner.before_run()
-        state, _, losses, host, hook_values = call.run(*args)
+        return first, n, call.dispatch(state, first, *args)
+
+    runner.before_run()
+    current = dispatch(call.global_step, call.state)
+    while current is not None:
+        started = time.perf_counter()
+        first, n, (state, _, losses, host, hook_values) = current
+        ahead, deferred = None, None
+        if pipelined:
+            try:
+                ahead = dispatch(first + n, state)
+            except Exception as err:  # input_fn's error: raised once loop k is accounted for
+                deferred = err
         losses = to_host(losses).mean(axis=1)
         if np.isnan(losses).any():
-            raise NanLossDuringTrainingError(call.global_step + int(np.argmax(np.isnan(losses))))
-        first = call.global_step
+            raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
         call.state, call.global_step = state, first + n
         phase.host_calls(host, n, first)
         progress.losses = losses
@@ -209,4 +227,8 @@ def _loops(
             phase.iterations_per_loop = max(1, min(100_000, int(duration / max(per_step, 1e-9))))
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
         if stop or preemption.triggered:
-            break
+            break  # a loop dispatched ahead is dropped: the state stays at this step
+        if deferred is not None:
+            raise deferred
+        runner.before_run()
+        current = ahead if pipelined else dispatch(call.global_step, call.state)
