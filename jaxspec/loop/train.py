@@ -186,7 +186,7 @@ def _loops(
     pipelined = phase.pipelined()
     loops, start, started_at = 0, call.global_step, time.perf_counter()
 
-    def dispatch(first: int, state: Any) -> tuple[int, int, Any] | None:
+    def dispatch(first: int, state: Any, before_run: bool) -> tuple[int, int, Any] | None:
         n = (
             phase.iterations_per_loop
             if last_step is None
@@ -196,17 +196,18 @@ def _loops(
         if group is None:
             return None
         args, _, n = group
+        if before_run:
+            runner.before_run()
         return first, n, call.dispatch(state, first, *args)
 
-    runner.before_run()
-    current = dispatch(call.global_step, call.state)
+    current = dispatch(call.global_step, call.state, True)
     while current is not None:
         started = time.perf_counter()
         first, n, (state, _, losses, host, hook_values) = current
         ahead, deferred = None, None
         if pipelined:
             try:
-                ahead = dispatch(first + n, state)
+                ahead = dispatch(first + n, state, False)  # its before_run follows this after_run
             except Exception as err:  # input_fn's error: raised once loop k is accounted for
                 deferred = err
         losses = to_host(losses).mean(axis=1)
@@ -230,5 +231,10 @@ def _loops(
             break  # a loop dispatched ahead is dropped: the state stays at this step
         if deferred is not None:
             raise deferred
-        runner.before_run()
-        current = ahead if pipelined else dispatch(call.global_step, call.state)
+        if not pipelined:
+            current = dispatch(call.global_step, call.state, True)
+        elif ahead is not None:
+            runner.before_run()
+            current = ahead
+        else:
+            current = None
