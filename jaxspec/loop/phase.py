@@ -163,31 +163,29 @@ class Phase:
             batch, mask = self.feeder.pad_group(batch, mask, n)
         return _host_args(self.mode, batch, mask), mask, n
 
-    def prefetch(self, total_steps: int | None) -> None:
-        """Read the input of later loops in a background thread from now on (one process,
-        loops of several steps, of a fixed size: ``iterations_per_loop``, the last one cut to
-        ``total_steps``, None for no limit). The caller must then ask ``next_group`` for
-        exactly those sizes, and call ``close()`` on every way out."""
+    def can_work_ahead(self) -> bool:
+        """Whether input may be read, and training loops dispatched, ahead of the loop the
+        host is handling: one process (several agree on each loop's size first), loops of
+        a fixed size (not a duration), and no input position saved with checkpoints (it
+        must be that of the last trained batch)."""
         if jax.process_count() > 1 or self.plan.loop_duration_secs is not None:
-            return  # several processes agree on each loop's size; durations resize loops
-        if self.iterations_per_loop == 1:
-            return  # one step per loop: the hand-off to a thread costs more than it hides
-        if self.position is not None and self.position.tracking:
-            return  # the input's saved position must be that of the last trained batch
+            return False
+        return not (self.position is not None and self.position.tracking)
+
+    def prefetch(self, total_steps: int | None) -> None:
+        """Read the input of later loops in a background thread from now on, when
+        ``can_work_ahead()`` and loops have several steps (for one-step loops the hand-off
+        to a thread costs more than it hides). Loops have ``iterations_per_loop`` steps,
+        the last one cut to ``total_steps`` (None: no limit); the caller must ask
+        ``next_group`` for exactly those sizes, and call ``close()`` on every way out."""
         ipl = self.iterations_per_loop
+        if ipl == 1 or not self.can_work_ahead():
+            return
 
         def sizes(done: int) -> int:
             return ipl if total_steps is None else min(ipl, total_steps - done)
 
         self._prefetcher = GroupPrefetcher(self.feeder.next_group, sizes)
-
-    def pipelined(self) -> bool:
-        """Whether training may dispatch loop k+1 before reading loop k's results: one
-        process (several agree on each loop's size first), loops of a fixed size, and no
-        input position saved with checkpoints (it must be that of the last trained batch)."""
-        if jax.process_count() > 1 or self.plan.loop_duration_secs is not None:
-            return False
-        return not (self.position is not None and self.position.tracking)
 
     def close(self) -> None:
         """Stop the input thread, if any (idempotent)."""

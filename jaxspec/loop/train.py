@@ -183,7 +183,7 @@ def _loops(
     checkpoint still sees exactly the steps that count."""
     call = phase.call
     duration = phase.plan.loop_duration_secs
-    pipelined = phase.pipelined()
+    pipelined = phase.can_work_ahead()
     loops, start, started_at = 0, call.global_step, time.perf_counter()
 
     def dispatch(first: int, state: Any, before_run: bool) -> tuple[int, int, Any] | None:
