@@ -275,12 +275,12 @@ class CompiledCall:
         if self.checkpoint_path is not None:
             self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
             _log.info("Restored state from %s.", self.checkpoint_path)
-            self.remember(self.restored_step)
+            self.remember(self.restored_step, restored=True)
             return
         if self.restored_step is not None:
             self.state = self.store.restore(self.restored_step, self.abstract_state)
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
-            self.remember(self.restored_step)
+            self.remember(self.restored_step, restored=True)
             return
         state = self._as_traced(self._initial_state())
         if self.warm_start is not None:
@@ -310,14 +310,15 @@ class CompiledCall:
         )
         return agree(1 if ok else 0, "min") == 1
 
-    def remember(self, step: int) -> None:
+    def remember(self, step: int, restored: bool = False) -> None:
         """Keep ``self.state`` as the state of checkpoint ``step`` for the next call (when
-        that checkpoint is in this model_dir); otherwise forget any kept state."""
+        that checkpoint is in this model_dir); otherwise forget any kept state. A state
+        just ``restored`` from that checkpoint already holds replica 0's copies."""
         identity = checkpoint_identity(self._checkpoint_dir(step))
         if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
             self._shared.pop("live", None)  # several processes restore (collectively) instead
             return
-        state = self.state if self.mesh is None else as_saved(self.state)
+        state = self.state if self.mesh is None or restored else as_saved(self.state)
         self._shared["live"] = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:
