@@ -29,14 +29,18 @@ def named_leaves(tree: Any, is_leaf: Any = None) -> list[tuple[str, Any]]:
     return [(key_path_name(path), leaf) for path, leaf in flat]
 
 
-def shape_signature(tree: Any) -> tuple[Any, tuple[tuple[tuple[int, ...], str], ...]]:
+def shape_signature(tree: Any) -> tuple[Any, tuple[tuple[tuple[int, ...], np.dtype], ...]]:
     """A tree's structure and each leaf's shape and dtype (no values read: device
     arrays and ``jax.ShapeDtypeStruct`` leaves work too). Equal signatures can share one
-    compiled executable, or be stacked into one batch."""
+    compiled executable, or be stacked into one batch. Cheap enough for every step: the
+    dtypes are numpy dtype objects (hashable), not their names."""
     leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple(
+        (x.shape, x.dtype) if hasattr(x, "dtype") and hasattr(x, "shape") else _leaf_signature(x)
+        for x in leaves
+    )
 
-    def dtype(x: Any) -> str:
-        d = getattr(x, "dtype", None)
-        return str(np.asarray(x).dtype if d is None else d)
 
-    return treedef, tuple((tuple(np.shape(x)), dtype(x)) for x in leaves)
+def _leaf_signature(x: Any) -> tuple[tuple[int, ...], np.dtype]:
+    arr = np.asarray(x)
+    return arr.shape, arr.dtype

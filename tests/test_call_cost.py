@@ -159,3 +159,42 @@ def test_state_in_memory_is_the_saved_one_when_replicas_diverge(tmp_path):
     assert evaluated[0] == evaluated[1]
     preds = [np.stack([p["logits"] for p in e.predict(batches_input_fn(X, None, 48))]) for e in (est, fresh)]
     np.testing.assert_array_equal(preds[0], preds[1])
+
+
+@pytest.mark.parametrize("iterations_per_loop, per_host_v2", [(1, False), (3, False), (1, True)])
+def test_an_input_that_reuses_its_buffers_trains_as_fresh_arrays(tmp_path, iterations_per_loop, per_host_v2):
+    """One-step loops hand the input's own arrays to the devices (no copy) while the
+    next step is being read; an input_fn that overwrites one buffer for every batch must
+    still train on each batch as it was when yielded."""
+
+    rows = 2 if per_host_v2 else 16  # PER_HOST_V2 on 8 replicas: 8 input batches per step
+
+    def fresh():
+        return (({"x": X[s : s + rows]}, Y[s : s + rows]) for s in range(0, 96, rows))
+
+    def reused():
+        bx, by = np.empty_like(X[:rows]), np.empty_like(Y[:rows])
+        for s in range(0, 96, rows):
+            bx[...], by[...] = X[s : s + rows], Y[s : s + rows]
+            yield {"x": bx}, by
+
+    kernels = []
+    for name, input_fn in (("fresh", fresh), ("reused", reused)):
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=fast_config(str(tmp_path / name)).replace(
+                tpu_config=jaxspec.TPUConfig(
+                    iterations_per_loop=iterations_per_loop,
+                    per_host_input_for_training=jaxspec.InputPipelineConfig.PER_HOST_V2
+                    if per_host_v2
+                    else True,
+                )
+            ),
+            use_tpu=per_host_v2,
+            train_batch_size=16,
+            init_fn=init_fn,
+        )
+        est.train(input_fn, steps=96 // 16)
+        kernels.append(est.get_variable_value("params/params/Dense_0/kernel"))
+    assert not np.array_equal(kernels[0], init_fn(None, {"x": X[:1]}).params["params"]["Dense_0"]["kernel"])
+    np.testing.assert_array_equal(kernels[0], kernels[1])

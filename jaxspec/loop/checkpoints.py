@@ -269,9 +269,16 @@ class CheckpointStore:
         return {name: np.asarray(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
 
     def refresh(self) -> None:
-        """Read the checkpoint list from disk again (another process or Estimator may
-        have written to this model_dir since this store last looked)."""
-        self._manager.reload()
+        """Read the checkpoint list from disk again when it changed (another process or
+        Estimator may have written to this model_dir since this store last looked): a
+        listing of the step directories is compared with the steps Orbax knows, and
+        Orbax reads its checkpoint metadata again only when they differ."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            names = []
+        if sorted(int(n) for n in names if n.isdigit()) != self.all_steps():
+            self._manager.reload()
 
     def metadata(self, step: int) -> Any:
         """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""

@@ -98,6 +98,17 @@ def checkpoint_identity(path: str) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
+def _keys(plan: RunPlan) -> tuple[Any, Any]:
+    """init_fn's and the steps' random keys, split from ``PRNGKey(tf_random_seed or 0)``
+    once per Estimator and seed (each call starts from the same keys, as a TF graph
+    built with the same seed)."""
+    keys = plan.compile_cache.setdefault("keys", {})
+    seed = plan.seed or 0
+    if seed not in keys:
+        keys[seed] = tuple(jax.random.split(jax.random.PRNGKey(seed)))
+    return keys[seed]
+
+
 def mode_cache(plan: RunPlan, make_engine: Any) -> ModeCache:
     """The plan's ModeCache for its mode (created with ``make_engine()`` on first use)."""
     caches = plan.compile_cache.setdefault("modes", {})
@@ -124,7 +135,7 @@ class CompiledCall:
         self.engine = engine = cache.engine
         self.mode = plan.mode
         self.mesh = engine.mesh
-        self.init_key, self.step_key = jax.random.split(jax.random.PRNGKey(plan.seed or 0))
+        self.init_key, self.step_key = _keys(plan)
         self._cache = cache
         self._shared = plan.compile_cache
         self._init_fn = plan.init_fn

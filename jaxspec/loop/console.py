@@ -213,6 +213,11 @@ def line(msg: str, *args: Any, cadence: bool = False) -> None:
     _emit(LINES if where == BAR else where, msg, args)
 
 
+def has_bar() -> bool:
+    """Whether the running call shows a progress bar (so that callers skip work for it)."""
+    return bool(_current) and _current[-1]._bar is not None
+
+
 def update(completed: int, **info: float) -> None:
     """Move the running call's bar (a no-op with none, or off a terminal)."""
     if _current:

@@ -25,6 +25,13 @@ class _ShortTrainingBatch(Exception):
         self.rows = rows
 
 
+def _own(step: tuple[Batch, np.ndarray]) -> tuple[Batch, np.ndarray]:
+    """A copy of a step's arrays. An input may hand out the same buffers for every batch
+    (a generator filling one preallocated array): a step kept while the next one is read
+    must be copied first."""
+    return jax.tree.map(np.array, step)
+
+
 def _is_split(step: tuple[Batch, np.ndarray]) -> bool:
     return bool(step[1].max(initial=0.0) >= SPLIT)
 
@@ -73,7 +80,7 @@ class StepFeeder:
         # a mesh needs equal rows per replica, so EVAL and PREDICT pad and mask there.
         self._pad = mode != ModeKeys.TRAIN and on_mesh
         self._on_mesh = on_mesh
-        self._template: tuple[Batch, np.ndarray] | None = None
+        self._last: tuple[Batch, np.ndarray] | None = None  # the last group's (batch, mask)
         self._rows: int | None = None  # rows of a full input batch
         if batch_size is not None:
             self._full_rows(batch_size)
@@ -159,7 +166,7 @@ class StepFeeder:
             batch = self._pull()
             if batch is None:
                 break
-            parts.append(self._padded(batch))
+            parts.append(_own(self._padded(batch)))  # kept while the next part is read
         if not parts:
             return None
         if len(parts) < self._replicas:
@@ -183,33 +190,43 @@ class StepFeeder:
         first = self.next_step()
         if first is None:
             return None
+        split = self._exact_loss and _is_split(first)
+        if max_steps == 1 and not split:
+            # A copy: on the CPU a numpy argument may be read by the device after this
+            # returns, and the input may reuse its buffers for the next batch.
+            batch, mask = jax.tree.map(lambda x: x[None].copy(), first)
+            self._last = (batch, mask)
+            return batch, mask, 1
         group = [first]
         sig = shape_signature(first[0])
-        split = _is_split(first)
         while len(group) < max_steps or (split and self._queued):
             if split and not self._queued:
                 break  # the steps of a short batch form a loop of their own
+            group[-1] = _own(group[-1])  # the input may reuse its buffers for the next batch
             step = self.next_step()
             if step is None:
                 break
-            if shape_signature(step[0]) != sig or _is_split(step) != split:
+            if shape_signature(step[0]) != sig or (self._exact_loss and _is_split(step) != split):
                 self._pending = step
                 break
             group.append(step)
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
-        self._template = jax.tree.map(
-            lambda x: np.zeros_like(x[:1]), (batch, np.stack([g[1] for g in group]))
-        )
-        return batch, np.stack([g[1] for g in group]), len(group)
+        mask = np.stack([g[1] for g in group])
+        self._last = (batch, mask)
+        return batch, mask, len(group)
+
+    def _template(self) -> tuple[Batch, np.ndarray]:
+        """One all-zero step shaped like the last group's (for padding)."""
+        return jax.tree.map(lambda x: np.zeros_like(x[:1]), self._last)
 
     def pad_group(self, batch: Batch, mask: np.ndarray, steps: int) -> tuple[Batch, np.ndarray]:
         """Extend a stacked group to ``steps`` steps with fully masked (all padding) ones."""
-        tb, tm = self._template
+        tb, tm = self._template()
         extra = steps - mask.shape[0]
         grow = lambda x, t: np.concatenate([x, np.repeat(t, extra, axis=0)])  # noqa: E731
         return jax.tree.map(grow, batch, tb), grow(mask, tm)
 
     def empty_group(self, steps: int) -> tuple[Batch, np.ndarray, int]:
         """A group of zero steps shaped like the last one (to be padded by pad_group)."""
-        tb, tm = self._template
+        tb, tm = self._template()
         return jax.tree.map(lambda x: x[:0], tb), tm[:0], steps

@@ -71,6 +71,24 @@ def _to_numpy(batch: Batch, index: int = 0) -> Batch:
     return jax.tree_util.tree_map_with_path(one, batch)
 
 
+def _ready(batch: Batch) -> bool:
+    """Whether ``batch`` passes ``_to_numpy`` and ``_check_rows`` unchanged: every leaf a
+    numpy array of a numeric JAX dtype, all with the same rows (at least one) on axis 0.
+    A cheap test done on every batch; anything else takes the checking path (and its
+    errors)."""
+    leaves = jax.tree.leaves(batch)
+    if not leaves:
+        return False
+    rows = None
+    for x in leaves:
+        if type(x) is not np.ndarray or not x.ndim or x.dtype.kind not in "biufc":
+            return False
+        if x.dtype != jax.dtypes.canonicalize_dtype(x.dtype) or x.shape[0] != (rows or x.shape[0]):
+            return False
+        rows = x.shape[0]
+    return rows > 0
+
+
 def _check_rows(batch: Batch, index: int) -> Batch:
     """Every leaf has the same number of rows on axis 0, at least one.
 
@@ -140,7 +158,8 @@ def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Ba
         except Exception as err:  # the user's data raised: its own error, saying where
             err.add_note(f"raised by input_fn's data while reading batch index {index}")
             raise
-        yield _check_rows(_to_numpy(_split(element, index), index), index)
+        batch = _split(element, index)
+        yield batch if _ready(batch) else _check_rows(_to_numpy(batch, index), index)
 
 
 def batch_rows(batch: Batch) -> int:

@@ -210,15 +210,17 @@ def _loops(
                 ahead = dispatch(first + n, state, False)  # its before_run follows this after_run
             except Exception as err:  # input_fn's error: raised once loop k is accounted for
                 deferred = err
-        losses = to_host(losses).mean(axis=1)
+        losses = to_host(losses)  # [steps, replicas]
+        losses = losses[:, 0] if losses.shape[1] == 1 else losses.mean(axis=1)
         if np.isnan(losses).any():
             raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
         call.state, call.global_step = state, first + n
         phase.host_calls(host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
-        rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
-        console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
+        if console.has_bar():
+            rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
+            console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
         stop = runner.after_run(
             {"loss": losses[-1]}, call.state, call.global_step, last_step_values(hook_values)
         )
