@@ -96,15 +96,15 @@ class CheckpointSaverHook(SessionRunHook):
         """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
         if step != self._last_saved:
-            self._save(session, step)
+            self._save(session, step, final=True)
         self._store.wait()  # the final checkpoint is complete when training returns
         for listener in self._listeners:
             listener.end(session, step)
 
-    def _save(self, session: Any, step: int) -> bool:
+    def _save(self, session: Any, step: int, final: bool = False) -> bool:
         for listener in self._listeners:
             listener.before_save(session, step)
-        if self._store.save(step, session.state):
+        if self._store.save(step, session.state, final=final):
             _log.info("Saving checkpoints for %d into %s.", step, self._store.directory)
         self._last_saved = step
         stop = False

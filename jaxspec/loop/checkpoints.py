@@ -87,6 +87,9 @@ class CheckpointStore:
         # Called at each save for extra files to write in the checkpoint (the input position).
         self.extras_provider: Callable[[], dict[str, bytes]] | None = None
         self._verdicts: dict[int, tuple[Any, str | None]] = {}  # step -> (file signature, damage)
+        # (state given to the last save, what was saved: ``as_saved(state)``), so that the
+        # state a call keeps in memory need not be made consistent a second time.
+        self.last_saved: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
@@ -194,15 +197,19 @@ class CheckpointStore:
         """The directory of the checkpoint at ``step``."""
         return os.path.join(self.directory, str(step))
 
-    def save(self, step: int, state: Any, force: bool = True) -> bool:
+    def save(self, step: int, state: Any, force: bool = True, final: bool = False) -> bool:
         """Start saving ``state`` as the checkpoint of ``step`` (asynchronously), with the
         files ``extras_provider`` gives (written into the step directory before Orbax
-        renames it, then the digest of them all)."""
+        renames it, then the digest of them all). ``final``: the call's last save, whose
+        consistent copy (``as_saved``) is kept in ``last_saved`` for the state the call
+        keeps in memory (other saves keep nothing: a second copy of a large state)."""
         if step in self._manager.all_steps():
             return False
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
-        state = as_saved(state)
+        saved = as_saved(state)
+        self.last_saved = (state, saved) if final else None
+        state = saved
         extras = self.extras_provider() if self.extras_provider is not None else {}
         with self._lock:
             self._saving.append((step, extras))

@@ -329,7 +329,13 @@ class CompiledCall:
         if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
             self._shared.pop("live", None)  # several processes restore (collectively) instead
             return
-        state = self.state if self.mesh is None or restored else as_saved(self.state)
+        if self.mesh is None or restored:
+            state = self.state
+        elif self.store.last_saved is not None and self.store.last_saved[0] is self.state:
+            state = self.store.last_saved[1]  # saved just now: already replica 0's copies
+        else:
+            state = as_saved(self.state)
+        self.store.last_saved = None  # hold no second copy of the state beyond this
         self._shared["live"] = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:

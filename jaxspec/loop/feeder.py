@@ -190,30 +190,49 @@ class StepFeeder:
         first = self.next_step()
         if first is None:
             return None
-        split = self._exact_loss and _is_split(first)
-        if max_steps == 1 and not split:
-            # A copy: on the CPU a numpy argument may be read by the device after this
-            # returns, and the input may reuse its buffers for the next batch.
-            batch, mask = jax.tree.map(lambda x: x[None].copy(), first)
-            self._last = (batch, mask)
-            return batch, mask, 1
-        group = [first]
+        if self._exact_loss and _is_split(first):
+            group = self._split_group(first)
+        else:
+            group = self._stacked_group(first, max_steps)
+        self._last = group[:2]
+        return group
+
+    def _stacked_group(
+        self, first: tuple[Batch, np.ndarray], max_steps: int
+    ) -> tuple[Batch, np.ndarray, int]:
+        """``first`` and up to ``max_steps - 1`` following steps of its shape, each copied
+        into the stacked arrays as soon as it is read (the input may reuse its buffers for
+        the next batch). The arrays are allocated for ``max_steps`` (untouched pages cost
+        nothing when the input ends early) and cut to the steps read. Copies also matter
+        for the last step: on the CPU a numpy argument may be read by the device after
+        the call that received it has returned."""
         sig = shape_signature(first[0])
-        while len(group) < max_steps or (split and self._queued):
-            if split and not self._queued:
-                break  # the steps of a short batch form a loop of their own
-            group[-1] = _own(group[-1])  # the input may reuse its buffers for the next batch
+        leaves, treedef = jax.tree.flatten(first)
+        out = [np.empty((max_steps,) + x.shape, x.dtype) for x in leaves]
+        for o, x in zip(out, leaves, strict=True):
+            o[0] = x
+        n = 1
+        while n < max_steps:
             step = self.next_step()
             if step is None:
                 break
-            if shape_signature(step[0]) != sig or (self._exact_loss and _is_split(step) != split):
+            if shape_signature(step[0]) != sig or (self._exact_loss and _is_split(step)):
                 self._pending = step
                 break
-            group.append(step)
+            for o, x in zip(out, jax.tree.leaves(step), strict=True):
+                o[n] = x
+            n += 1
+        batch, mask = jax.tree.unflatten(treedef, [o[:n] for o in out])
+        return batch, mask, n
+
+    def _split_group(self, first: tuple[Batch, np.ndarray]) -> tuple[Batch, np.ndarray, int]:
+        """The steps of one short batch split for an exact eval loss (``first`` and the
+        queued ones, which ``exact_loss_steps`` made as new arrays): a loop of their own."""
+        group = [first]
+        while self._queued:
+            group.append(self.next_step())
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
-        mask = np.stack([g[1] for g in group])
-        self._last = (batch, mask)
-        return batch, mask, len(group)
+        return batch, np.stack([g[1] for g in group]), len(group)
 
     def _template(self) -> tuple[Batch, np.ndarray]:
         """One all-zero step shaped like the last group's (for padding)."""
