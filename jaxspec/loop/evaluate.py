@@ -16,7 +16,6 @@ from jaxspec.loop import console, summaries
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
-from jaxspec.loop.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
 _merge = jax.jit(merge_metric_dicts)
@@ -98,8 +97,9 @@ def _run_evaluate(
         call.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(plan.model_dir, name), call.global_step, scalars)
-    summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
+    # A new event file, complete on disk when evaluate returns (only this directory's:
+    # training may be writing its own).
+    summaries.write_event_file(eval_dir(plan.model_dir, name), call.global_step, scalars)
     return results
 
 
