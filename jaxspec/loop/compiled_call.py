@@ -161,32 +161,58 @@ class CompiledCall:
             raise ValueError(f"checkpoint_path {checkpoint_path!r} is not a checkpoint step directory.")
         return int(name)
 
+    @staticmethod
+    def _init_caller(init_fn: Any, params: Any, config: Any) -> Any:
+        """``(rng, features, labels) -> state``: init_fn called with the arguments it declares
+        (``rng``, ``features``, ``labels``, ``params``, ``config``); ``{}`` without an init_fn.
+        It holds only these, not the call that made it (it may be kept across calls)."""
+
+        def init(rng: Any, features: Any, labels: Any) -> Any:
+            if init_fn is None:
+                return {}
+            args = dict(rng=rng, features=features, labels=labels, params=params, config=config)
+            return call_with_declared(init_fn, args)
+
+        return init
+
     def _call_init(self) -> Any:
-        if self._init_fn is None:
-            return {}
-        features, labels = self._first_batch
-        return call_with_declared(
-            self._init_fn,
-            dict(
-                rng=self.init_key,
-                features=features,
-                labels=labels,
-                params=self.engine.params[self.mode],
-                config=self.engine.config,
-            ),
+        """init_fn's state from ``init_key`` and the first step's host features and labels."""
+        return self._init_caller(self._init_fn, self.engine.params[self.mode], self.engine.config)(
+            self.init_key, *self._first_batch
         )
 
     def _initial_state(self) -> Any:
         """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
         slow) with the state's shardings as output shardings, so each device computes and
-        holds only its shards (born sharded); an init_fn that cannot be traced (host-side
-        logic on values) runs as is."""
+        holds only its shards (born sharded).
+
+        The jitted init takes the key and the first step's features and labels as
+        arguments and is kept in the Estimator's compile cache per mode, mesh and first
+        batch signature, so a later call (an evaluate on a model_dir without checkpoint)
+        neither traces init_fn nor lowers it again: like model_fn, init_fn is traced once,
+        and values it closes over are read at that trace. An init_fn that needs concrete
+        features or labels (host-side logic on their values) is jitted with them as
+        constants on every call instead; one that cannot be traced at all runs as is.
+        """
         treedef = jax.tree.structure(self.abstract_state)
-        shardings = jax.tree.leaves(self.state_shardings)
+        inits = self._shared.setdefault("jitted_inits", {})
+        key = (self.mode, self.engine, self.mesh, shape_signature(self._first_batch))
+        features, labels = self._first_batch
+        errors = (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError)
+        if inits.get(key) is not False:
+            if key not in inits:
+                init = self._init_caller(self._init_fn, self.engine.params[self.mode], self.engine.config)
+                flat = lambda rng, f, lab: jax.tree.leaves(init(rng, f, lab))  # noqa: E731
+                inits[key] = jax.jit(flat, out_shardings=jax.tree.leaves(self.state_shardings))
+            try:
+                return jax.tree.unflatten(treedef, inits[key](self.init_key, features, labels))
+            except errors:
+                inits[key] = False  # needs concrete inputs: the per-call jit below from now on
         flat_init = lambda: jax.tree.leaves(self._call_init())  # noqa: E731
+        shardings = jax.tree.leaves(self.state_shardings)
         try:
             return jax.tree.unflatten(treedef, jax.jit(flat_init, out_shardings=shardings)())
-        except (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError):
+        except errors:
             return self._call_init()
 
     def _abstract_state(self) -> Any:

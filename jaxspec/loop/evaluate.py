@@ -16,7 +16,6 @@ from jaxspec.loop import console, summaries
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
-from jaxspec.loop.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
 _merge = jax.jit(merge_metric_dicts)
@@ -47,6 +46,14 @@ def _summary_scalars(results: dict[str, Any]) -> dict[str, Any]:
         elif 1 < arr.size <= _MAX_SUMMARY_ELEMENTS:
             flat.update({f"{tag}/{i}": v for i, v in enumerate(arr.reshape(-1))})
     return flat
+
+
+def _host_mean(state: Any) -> float:
+    """A Mean state's value computed on the host (``total / count`` in float32, 0 when
+    ``count`` is not positive, as ``Mean.compute``): no device op is queued behind a
+    loop still running, so reading loop k's loss waits for loop k only."""
+    total, count = (np.float32(x) for x in to_host((state.total, state.count)))
+    return float(total / count) if count > 0 else 0.0
 
 
 def eval_dir(model_dir: str, name: str | None) -> str:
@@ -90,29 +97,62 @@ def _run_evaluate(
         call.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
-    write_scalars(eval_dir(plan.model_dir, name), call.global_step, scalars)
-    summaries.close(eval_dir(plan.model_dir, name))  # only its own: training may be writing
+    # A new event file, complete on disk when evaluate returns (only this directory's:
+    # training may be writing its own).
+    summaries.write_event_file(eval_dir(plan.model_dir, name), call.global_step, scalars)
     return results
 
 
-def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any]:
-    """Run the eval loops; the metric states merged over every batch."""
+def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any] | None:
+    """Run the eval loops; the metric states merged over every batch that counts.
+
+    Loop k+1 is dispatched before loop k's results are read (when ``phase.can_work_ahead()``),
+    so the devices work while the host merges loop k's states, runs its host functions,
+    reads its loss and runs the hooks; hooks still see each loop in order (``before_run``
+    of loop k+1 follows ``after_run`` of loop k) with its exact loss. A stop requested at
+    loop k drops loop k+1's results, as the train loop does.
+    """
     call = phase.call
+    pipelined = phase.can_work_ahead()
+    asked = 0  # steps asked of the input so far (loops dispatched)
+
+    def dispatch(before_run: bool) -> tuple[int, Any] | None:
+        nonlocal asked
+        n = phase.iterations_per_loop if steps is None else min(phase.iterations_per_loop, steps - asked)
+        group = phase.next_group(n) if n > 0 else None
+        if group is None:
+            return None
+        args, _, n = group
+        asked += n
+        if before_run:
+            runner.before_run()
+        return n, call.run(*args)
+
     totals: dict[str, Any] | None = None
     done = 0
-    while steps is None or done < steps:
-        n = phase.iterations_per_loop if steps is None else min(phase.iterations_per_loop, steps - done)
-        group = phase.next_group(n)
-        if group is None:
-            break
-        args, _, n = group
-        runner.before_run()
-        states, host, hook_values = call.run(*args)
+    current = dispatch(True)
+    while current is not None:
+        n, (states, host, hook_values) = current
+        ahead, deferred = None, None
+        if pipelined:
+            try:
+                ahead = dispatch(False)  # its before_run follows this loop's after_run
+            except Exception as err:  # input_fn's error: raised once this loop is accounted for
+                deferred = err
         totals = states if totals is None else _merge(totals, states)
         phase.host_calls(host, n)
         done += n
         console.eval_progress(done - n, done, steps)
-        loss = float(np.asarray(to_host(states["loss"]).compute()))
+        loss = _host_mean(states["loss"])
         if runner.after_run({"loss": loss}, call.state, call.global_step, last_step_values(hook_values)):
-            break
+            break  # a loop dispatched ahead is dropped
+        if deferred is not None:
+            raise deferred
+        if not pipelined:
+            current = dispatch(True)
+        elif ahead is not None:
+            runner.before_run()
+            current = ahead
+        else:
+            current = None
     return totals

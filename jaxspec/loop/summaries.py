@@ -23,20 +23,32 @@ def _next_time_ns() -> int:
     return _last_ns
 
 
+def _suffix() -> str:
+    """An event file name's suffix (call with ``_lock`` held). tensorboardX names files by
+    the second (then the host), and TensorBoard reads a directory's files in name order:
+    a zero-padded nanosecond time (strictly increasing in this process) keeps that order
+    the write order within a second, then the pid keeps a second process's file of the
+    same second apart."""
+    return f".{_next_time_ns():020d}.{os.getpid()}"
+
+
+def _scalar_items(scalars: dict[str, Any]) -> list[tuple[str, float]]:
+    """The numeric one-element entries of ``scalars`` as ``(name, float)``."""
+    items = []
+    for name, value in scalars.items():
+        arr = np.asarray(value)
+        if arr.size == 1 and np.issubdtype(arr.dtype, np.number):
+            items.append((name, float(arr.reshape(()))))
+    return items
+
+
 def writer(logdir: str) -> Any:
     """A cached ``tensorboardX.SummaryWriter`` for ``logdir`` (one per directory)."""
     from tensorboardX import SummaryWriter
 
     with _lock:
         if logdir not in _writers:
-            # tensorboardX names files by the second (then the host), and TensorBoard reads
-            # a directory's files in name order. The suffix keeps that order the write
-            # order within a second: a zero-padded nanosecond time (strictly increasing in
-            # this process), then the pid (also keeps a second writer from truncating the
-            # first file of the same second).
-            _writers[logdir] = SummaryWriter(
-                logdir=logdir, filename_suffix=f".{_next_time_ns():020d}.{os.getpid()}"
-            )
+            _writers[logdir] = SummaryWriter(logdir=logdir, filename_suffix=_suffix())
         return _writers[logdir]
 
 
@@ -47,10 +59,37 @@ def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
     if jax.process_index() != 0:
         return
     w = writer(logdir)
-    for name, value in scalars.items():
-        arr = np.asarray(value)
-        if arr.size == 1 and np.issubdtype(arr.dtype, np.number):
-            w.add_scalar(name, float(arr.reshape(())), global_step=int(step))
+    for name, value in _scalar_items(scalars):
+        w.add_scalar(name, value, global_step=int(step))
+
+
+def write_event_file(logdir: str, step: int, scalars: dict[str, Any]) -> None:
+    """Write a new event file in ``logdir`` holding each scalar-valued entry of
+    ``scalars`` at ``step``, synchronously: the file is complete, flushed and closed when
+    this returns (what each tf.estimator ``evaluate`` call leaves in ``eval/``), without
+    the background thread and queue of a ``SummaryWriter``. Non-scalar values are
+    skipped; only process 0 writes. A writer ``logdir`` has in this process (host_call
+    summaries) is closed first, so its events come before these.
+
+    Raises:
+      OSError: ``logdir`` cannot be created or written.
+    """
+    if jax.process_index() != 0:
+        return
+    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.summary import scalar
+
+    close(logdir)
+    os.makedirs(logdir, exist_ok=True)
+    with _lock:
+        suffix = _suffix()
+    events = EventsWriter(os.path.join(logdir, "events"), suffix)  # writes the file_version event
+    try:
+        for name, value in _scalar_items(scalars):
+            events.write_event(Event(summary=scalar(name, value), step=int(step), wall_time=time.time()))
+    finally:
+        events.close()  # flushes, fsyncs and closes the file
 
 
 def close(logdir: str) -> None:
