@@ -28,6 +28,7 @@ from jaxspec.metrics.base import padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
 
+_METRIC_STEPS = 32  # steps whose metric_fn runs as one vectorised batch on the mesh
 _STACKED = P(None, REPLICA_AXIS)
 
 
@@ -225,7 +226,9 @@ class StepEngine:
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 
-                per_step = jax.lax.map(step_metrics, (payload, mask))
+                # Steps in vectorised batches (one set of cross-device reductions per
+                # batch of up to 32 steps rather than per step), memory bounded by 32.
+                per_step = jax.lax.map(step_metrics, (payload, mask), batch_size=min(n, _METRIC_STEPS))
                 _check_metric_names(per_step)
                 states.update(_fold_steps(per_step))
             return states, host, hook_values

@@ -46,6 +46,21 @@ def as_saved(state: Any) -> Any:
     return jax.tree.map(_replica_zero, state)
 
 
+def _one_copy(x: Any) -> Any:
+    """What Orbax is handed for one leaf of a consistent (``as_saved``) state: a fully
+    replicated array of this process as its replica-0 copy on one device (the same
+    bytes on disk; Orbax then deals with one copy instead of one per device, a third of
+    a small state's save time on 8 devices); any other leaf as it is."""
+    if (
+        isinstance(x, jax.Array)
+        and len(x.addressable_shards) > 1
+        and x.is_fully_addressable
+        and x.is_fully_replicated
+    ):
+        return next(s.data for s in x.addressable_shards if s.replica_id == 0)
+    return x
+
+
 def checkpoint_dir(model_dir: str) -> str:
     """Where the checkpoints of ``model_dir`` live: ``model_dir/checkpoints/<global_step>``."""
     return os.path.join(os.path.abspath(model_dir), CHECKPOINT_SUBDIR)
@@ -209,7 +224,7 @@ class CheckpointStore:
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
         saved = as_saved(state)
         self.last_saved = (state, saved) if final else None
-        state = saved
+        state = jax.tree.map(_one_copy, saved)
         extras = self.extras_provider() if self.extras_provider is not None else {}
         with self._lock:
             self._saving.append((step, extras))

@@ -81,6 +81,7 @@ class StepFeeder:
         self._pad = mode != ModeKeys.TRAIN and on_mesh
         self._on_mesh = on_mesh
         self._last: tuple[Batch, np.ndarray] | None = None  # the last group's (batch, mask)
+        self._ones: np.ndarray | None = None  # the mask of a full step (read-only)
         self._rows: int | None = None  # rows of a full input batch
         if batch_size is not None:
             self._full_rows(batch_size)
@@ -109,6 +110,12 @@ class StepFeeder:
     def _padded(self, batch: Batch) -> tuple[Batch, np.ndarray]:
         rows = batch_rows(batch)
         full = self._full_rows(rows)
+        if rows == full:  # the common case: no padding, a shared all-ones mask
+            self.examples_seen += rows
+            if self._ones is None or len(self._ones) != full:
+                self._ones = np.ones(full, np.float32)
+                self._ones.flags.writeable = False
+            return batch, self._ones
         if rows > full:
             raise ValueError(f"an input batch has {rows} rows, more than a full batch ({full}).")
         if rows < full and not self._pad:
