@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import jax
 import numpy as np
 
-from jaxspec._trees import shape_signature
 from jaxspec.config import InputPipelineConfig
 from jaxspec.loop.inputs import Batch, _concat, _pad_rows, batch_rows
 from jaxspec.loop.short_batch import SPLIT, exact_loss_steps
@@ -163,7 +162,7 @@ class StepFeeder:
             if batch is None:
                 return None
             step = self._padded(batch)
-            rows = int(step[1].sum())
+            rows = int(step[1].sum()) if self._exact_loss else 0
             if self._exact_loss and rows < len(step[1]):
                 first, *self._queued = exact_loss_steps(step[0], rows, len(step[1]), self._replicas)
                 return first
@@ -213,9 +212,8 @@ class StepFeeder:
         nothing when the input ends early) and cut to the steps read. Copies also matter
         for the last step: on the CPU a numpy argument may be read by the device after
         the call that received it has returned."""
-        sig = shape_signature(first[0])
         leaves, treedef = jax.tree.flatten(first)
-        out = [np.empty((max_steps,) + x.shape, x.dtype) for x in leaves]
+        out = [np.empty((max_steps,) + np.shape(x), np.asarray(x).dtype) for x in leaves]
         for o, x in zip(out, leaves, strict=True):
             o[0] = x
         n = 1
@@ -223,10 +221,15 @@ class StepFeeder:
             step = self.next_step()
             if step is None:
                 break
-            if shape_signature(step[0]) != sig or (self._exact_loss and _is_split(step)):
-                self._pending = step
+            leaves, same = jax.tree.flatten(step)
+            if (
+                same != treedef
+                or any(x.shape != o.shape[1:] or x.dtype != o.dtype for x, o in zip(leaves, out, strict=True))
+                or (self._exact_loss and _is_split(step))
+            ):
+                self._pending = step  # another shape: the next group starts with it
                 break
-            for o, x in zip(out, jax.tree.leaves(step), strict=True):
+            for o, x in zip(out, leaves, strict=True):
                 o[n] = x
             n += 1
         batch, mask = jax.tree.unflatten(treedef, [o[:n] for o in out])

@@ -168,7 +168,12 @@ def batch_rows(batch: Batch) -> int:
     Raises:
       ValueError: leaves disagree on axis 0, or a leaf is a scalar.
     """
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(batch)}
+    leaves = jax.tree.leaves(batch)
+    if leaves and all(type(x) is np.ndarray and x.ndim for x in leaves):
+        rows = leaves[0].shape[0]
+        if all(x.shape[0] == rows for x in leaves):
+            return rows
+    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
     if None in sizes or len(sizes) != 1:
         raise ValueError(
             f"every features/labels array needs the same batch size on axis 0; got sizes {sizes}."
