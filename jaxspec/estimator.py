@@ -78,7 +78,8 @@ class Estimator:
     Unlike tf.estimator, which rebuilt its graph on every call, model_fn is traced once
     per Estimator, mode and input shape signature: later calls reuse the compiled loops
     and the spec's parts, so hooks (and host_call functions) created inside model_fn are
-    the same objects on every call. The state a call ends with stays in memory; the next
+    the same objects on every call; init_fn is likewise jitted once per first-batch
+    signature. The state a call ends with stays in memory; the next
     call reads the checkpoint from disk only when it is not that state's (another step,
     ``checkpoint_path``, or another writer). JAX's persistent compilation cache is turned
     on at construction (``jaxspec.enable_compilation_cache``).
