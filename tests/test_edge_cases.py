@@ -182,3 +182,22 @@ def test_input_fn_tuples_other_than_pairs(tmp_path):
     for bad in (lambda: iter([({"x": x},)]), lambda: iter([({"x": x}, y, y)])):
         with pytest.raises(ValueError, match="features, labels"):
             est.train(bad, steps=1)
+
+
+def test_bfloat16_and_big_endian_features_are_accepted(tmp_path):
+    """bfloat16 (a JAX dtype numpy calls 'V') is fed as it is; big-endian arrays are put
+    in the machine's byte order (XLA has none). Both predict as the same values given as
+    native float32 do."""
+    import ml_dtypes
+
+    x, _ = digits(8)
+    as_bf16 = x.astype(ml_dtypes.bfloat16)
+    est = jaxspec.Estimator(
+        make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+    )
+
+    def logits(features):
+        return np.stack([p["logits"] for p in est.predict(lambda: {"x": features})])
+
+    np.testing.assert_array_equal(logits(as_bf16), logits(as_bf16.astype(np.float32)))
+    np.testing.assert_array_equal(logits(x.astype(">f4")), logits(x.astype(np.float32)))

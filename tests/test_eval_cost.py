@@ -185,3 +185,40 @@ def test_event_file_on_disk_when_evaluate_returns(tmp_path):
     assert on_disk[0]["loss"] == pytest.approx(r["loss"], rel=1e-6)
     assert on_disk[0]["accuracy"] == pytest.approx(r["accuracy"], rel=1e-6)
     assert "global_step" not in on_disk[0]  # as tf.estimator: no global_step scalar in eval/
+
+
+def test_a_metric_fn_that_cannot_be_vectorised_runs_step_by_step_on_the_mesh(tmp_path):
+    """On the mesh metric_fn runs vectorised over the steps of a loop; one calling
+    ``jax.pure_callback`` (no vmap_method) cannot be, and runs one step at a time: the
+    same values, compared with numpy."""
+    x = np.random.RandomState(0).randn(64, 3).astype(np.float32)
+    y = x.sum(1)
+
+    def metric_fn(labels, preds):
+        err = (preds - labels) ** 2
+        host_max = jax.pure_callback(
+            lambda v: np.asarray(v.max(), np.float32), jax.ShapeDtypeStruct((), jnp.float32), err
+        )
+        return {"max_err": metrics.mean(host_max), "mse": metrics.mean(err)}
+
+    def model_fn(features, labels, mode, params, state):
+        preds = features["x"] @ state["w"]
+        loss = jnp.mean((preds - labels) ** 2)
+        return jaxspec.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, preds]))
+
+    est = jaxspec.TPUEstimator(
+        model_fn,
+        config=fast_config(str(tmp_path), iterations_per_loop=2),
+        use_tpu=True,
+        train_batch_size=16,
+        eval_batch_size=16,
+        init_fn=lambda: {"w": jnp.full(3, 0.5, jnp.float32)},
+    )
+    results = est.evaluate(
+        lambda params: iter([({"x": x[s : s + 16]}, y[s : s + 16]) for s in range(0, 64, 16)])
+    )
+    err = (x @ np.full(3, 0.5, np.float32) - y) ** 2
+    np.testing.assert_allclose(
+        results["max_err"], np.mean([err[s : s + 16].max() for s in range(0, 64, 16)]), rtol=1e-6
+    )
+    np.testing.assert_allclose(results["mse"], err.mean(), rtol=1e-6)

@@ -84,9 +84,11 @@ def stacked_batch_sharding(mesh: Mesh, spec: P | None = None) -> NamedSharding:
 
 
 def canonical_host_array(x: Any) -> np.ndarray:
-    """``x`` as numpy with JAX's canonical dtype (float64 -> float32 unless x64 is on)."""
+    """``x`` as numpy with JAX's canonical dtype (float64 -> float32 unless x64 is on), in
+    the machine's byte order (XLA has no big-endian types)."""
     x = np.asarray(x)
-    return x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=False)
+    dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+    return x.astype(dtype.newbyteorder("=") if not dtype.isnative else dtype, copy=False)
 
 
 def partitioned_input_specs(batch_args: tuple[Any, ...], input_partition_dims: Any) -> Any:

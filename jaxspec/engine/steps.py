@@ -29,6 +29,19 @@ from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
 
 _METRIC_STEPS = 32  # steps whose metric_fn runs as one vectorised batch on the mesh
+
+
+def _metrics_per_step(step_metrics: Callable[[Any], Any], args: Any, steps: int) -> Any:
+    """``step_metrics`` over the steps of ``args`` (axis 0), in vectorised batches of up
+    to 32 steps: one set of cross-device reductions per batch rather than per step. A
+    metric_fn that cannot be vectorised (a ``jax.pure_callback`` without a
+    ``vmap_method``, say) runs step by step instead; a real error in it is raised there."""
+    try:
+        return jax.lax.map(step_metrics, args, batch_size=min(steps, _METRIC_STEPS))
+    except Exception:  # noqa: BLE001 - retried one step at a time, which raises real errors
+        return jax.lax.map(step_metrics, args)
+
+
 _STACKED = P(None, REPLICA_AXIS)
 
 
@@ -226,9 +239,7 @@ class StepEngine:
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 
-                # Steps in vectorised batches (one set of cross-device reductions per
-                # batch of up to 32 steps rather than per step), memory bounded by 32.
-                per_step = jax.lax.map(step_metrics, (payload, mask), batch_size=min(n, _METRIC_STEPS))
+                per_step = _metrics_per_step(step_metrics, (payload, mask), n)
                 _check_metric_names(per_step)
                 states.update(_fold_steps(per_step))
             return states, host, hook_values

@@ -61,7 +61,9 @@ def _to_numpy(batch: Batch, index: int = 0) -> Batch:
             raise ValueError(
                 f"{_where(path)} of batch index {index} is not an array (ragged rows?): {err}"
             ) from None
-        if arr.dtype.kind in ("U", "S", "O", "V"):
+        if arr.dtype.kind in ("U", "S", "O") or (
+            arr.dtype.kind == "V" and not jax.dtypes.issubdtype(arr.dtype, np.number)  # bfloat16 is kind V
+        ):
             raise TypeError(
                 f"{_where(path)} of batch index {index} holds {arr.dtype} values; JAX arrays cannot hold "
                 "strings or objects: turn them into numbers (ids, hashes) in input_fn."
@@ -81,12 +83,12 @@ def _ready(batch: Batch) -> bool:
         return False
     rows = None
     for x in leaves:
-        if type(x) is not np.ndarray or not x.ndim or x.dtype.kind not in "biufc":
+        if type(x) is not np.ndarray or not x.ndim or x.dtype.kind not in "biufc" or not x.dtype.isnative:
             return False
-        if x.dtype != jax.dtypes.canonicalize_dtype(x.dtype) or x.shape[0] != (rows or x.shape[0]):
+        if x.dtype != jax.dtypes.canonicalize_dtype(x.dtype) or (rows is not None and x.shape[0] != rows):
             return False
         rows = x.shape[0]
-    return rows > 0
+    return bool(rows)
 
 
 def _check_rows(batch: Batch, index: int) -> Batch:
