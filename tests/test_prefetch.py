@@ -117,8 +117,11 @@ def test_early_stop_and_sigterm_leave_no_thread(tmp_path):
 def test_predict_generator_closed_early(tmp_path):
     est = make_estimator(tmp_path, [])
     predictions = est.predict(make_input_fn(None))
-    first = next(predictions)
-    assert first["id"] == 0 and len(prefetch_threads()) == 1
+    # The first loop's input is read in the caller's thread; the input thread starts when
+    # the second loop's is asked for (loops of 3 steps of 4 rows: prediction 13).
+    read = [next(predictions)["id"] for _ in range(12)]
+    assert read == [i for i in range(3) for _ in range(4)] and prefetch_threads() == []
+    assert next(predictions)["id"] == 3 and len(prefetch_threads()) == 1
     predictions.close()
     assert prefetch_threads() == []
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -54,6 +54,8 @@ class Phase:
         self.feeder: StepFeeder | None = None
         self.call: CompiledCall | None = None
         self._prefetcher: GroupPrefetcher | None = None
+        self._prefetch_sizes: Callable[[int], int] | None = None  # set by prefetch()
+        self._steps_read: int | None = None  # steps of the first group (None: not read, or input ended)
         self.position: Any = None  # TRAIN: a data_position.DataPosition, set by run_train
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
@@ -148,10 +150,14 @@ class Phase:
         process whose input ended stops everyone), the maximum in EVAL and PREDICT
         (a process with fewer steps feeds fully masked ones), so collectives match.
         """
+        if self._prefetcher is None and self._prefetch_sizes is not None and self._steps_read is not None:
+            self._start_prefetcher()
         if self._prefetcher is not None:
             group = self._prefetcher.get(max_steps)
         else:
             group = self.feeder.next_group(max_steps)
+            if self._prefetch_sizes is not None:  # the first group: read here, counted for the thread
+                self._steps_read = None if group is None else group[2]
         n_local = 0 if group is None else group[2]
         n = agree(n_local, "min" if self.mode == ModeKeys.TRAIN else "max")
         if n == 0:
@@ -173,8 +179,8 @@ class Phase:
         return not (self.position is not None and self.position.tracking)
 
     def prefetch(self, total_steps: int | None) -> None:
-        """Read the input of later loops in a background thread from now on, when
-        ``can_work_ahead()`` and loops have several steps (for one-step loops the hand-off
+        """Read the input of later loops in a background thread, from the second loop's
+        on, when ``can_work_ahead()`` and loops have several steps (for one-step loops the hand-off
         to a thread costs more than it hides). Loops have ``iterations_per_loop`` steps,
         the last one cut to ``total_steps`` (None: no limit); the caller must ask
         ``next_group`` for exactly those sizes, and call ``close()`` on every way out."""
@@ -185,10 +191,19 @@ class Phase:
         def sizes(done: int) -> int:
             return ipl if total_steps is None else min(ipl, total_steps - done)
 
-        self._prefetcher = GroupPrefetcher(self.feeder.next_group, sizes)
+        # The first group is read in the caller's thread and the thread starts when the
+        # second is asked for: by then loop 1 is running, so the thread's start and its
+        # hand-overs of the interpreter lock delay no dispatch; before it, the first loop
+        # would wait for both.
+        self._prefetch_sizes = sizes
+
+    def _start_prefetcher(self) -> None:
+        done, sizes = self._steps_read, self._prefetch_sizes
+        self._prefetcher = GroupPrefetcher(self.feeder.next_group, lambda read: sizes(done + read))
 
     def close(self) -> None:
         """Stop the input thread, if any (idempotent)."""
+        self._prefetch_sizes = None
         if self._prefetcher is not None:
             self._prefetcher.close()
             self._prefetcher = None
