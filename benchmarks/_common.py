@@ -13,6 +13,7 @@ import jax
 import jax.monitoring
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 from flax.training import train_state
 from sklearn.datasets import load_digits
 
@@ -127,6 +128,24 @@ def hand_train_step() -> Any:
         return optax.apply_updates(params, updates), opt_state, loss
 
     return step
+
+
+class OrbaxFinalSave:
+    """The final checkpoint a hand-written loop would write to leave its state on disk,
+    as a ``train()`` call does: one Orbax ``CheckpointManager`` save per call into
+    ``directory`` (the settings jaxspec's store uses by default: asynchronous, keep the
+    newest 5), waited for before the call counts as done. Plain Orbax, no jaxspec code."""
+
+    def __init__(self, directory: str) -> None:
+        options = ocp.CheckpointManagerOptions(max_to_keep=5, create=True, enable_async_checkpointing=True)
+        self.manager = ocp.CheckpointManager(directory, options=options)
+        self.step = 0
+
+    def __call__(self, tree: Any) -> None:
+        """Save ``tree`` (a pytree of arrays) as the next step and wait until it is on disk."""
+        self.step += 1
+        self.manager.save(self.step, args=ocp.args.StandardSave(tree))
+        self.manager.wait_until_finished()
 
 
 def time_summary(times: list[float], work: float, unit: str, base: float | None = None) -> dict[str, Any]:

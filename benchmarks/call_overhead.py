@@ -74,6 +74,7 @@ from _common import (  # benchmarks/ is on sys.path when run
     CompileEvents,
     CountingModelFn,
     DigitsMLP,
+    OrbaxFinalSave,
     digits_batches,
     hand_train_step,
     mlp_loss,
@@ -141,11 +142,15 @@ def section_plain(args: argparse.Namespace, model_dir: str) -> dict[str, Any]:
     params0 = mlp_params(SEED)
     opt0 = optax.adam(1e-2).init(params0)
 
-    def hand(n: int) -> tuple[float, Any]:
+    save = OrbaxFinalSave(os.path.join(model_dir, "hand_checkpoints"))
+
+    def hand(n: int, saving: bool = False) -> tuple[float, Any]:
         params, opt, t0 = params0, opt0, time.perf_counter()
         for i in range(n):
             params, opt, loss = step(params, opt, xs[i], ys[i])
             float(loss)  # read every step
+        if saving:
+            save({"params": params, "opt_state": opt})
         return time.perf_counter() - t0, params
 
     model_fn = CountingModelFn(jaxspec.EstimatorSpec)
@@ -166,6 +171,7 @@ def section_plain(args: argparse.Namespace, model_dir: str) -> dict[str, Any]:
         lambda: _warm_calls(lambda: est.train(_train_input(xs, ys), steps=steps), model_fn),
         first_s,
         params_diff(hand_params, checkpoint_params(est)),
+        hand_saving=lambda: hand(steps, saving=True),
     )
 
 
@@ -196,13 +202,17 @@ def section_scan(args: argparse.Namespace, model_dir: str) -> dict[str, Any]:
     opt0 = optax.adam(1e-2).init(params0)
     device = jax.devices()[0]
 
-    def hand(n: int) -> tuple[float, Any]:
+    save = OrbaxFinalSave(os.path.join(model_dir, "hand_checkpoints"))
+
+    def hand(n: int, saving: bool = False) -> tuple[float, Any]:
         params, opt, t0 = params0, opt0, time.perf_counter()
         for i in range(0, n, ipl):
             x, y = jax.device_put(xs[i : i + ipl], device), jax.device_put(ys[i : i + ipl], device)
             params, opt, losses = loop(params, opt, x, y)
         float(np.asarray(losses)[-1])  # the last loss, read at the end
         jax.block_until_ready(params)
+        if saving:
+            save({"params": params, "opt_state": opt})
         return time.perf_counter() - t0, params
 
     model_fn = CountingModelFn(jaxspec.TPUEstimatorSpec)
@@ -226,6 +236,7 @@ def section_scan(args: argparse.Namespace, model_dir: str) -> dict[str, Any]:
         lambda: _warm_calls(lambda: est.train(_train_input(xs, ys), steps=steps), model_fn),
         first_s,
         params_diff(hand_params, checkpoint_params(est)),
+        hand_saving=lambda: hand(steps, saving=True),
     )
 
 
@@ -254,25 +265,40 @@ def _alternate(
     warm: Callable[[], tuple[float, dict[str, Any], Any]],
     first_s: float,
     first_params_diff: float,
+    hand_saving: Callable[[], tuple[float, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Alternate ``hand`` and ``warm`` ``repeats`` times; the summary rows, with
-    ``first_params_diff`` (the hand loop's parameters against those of jaxspec's first
-    call: same initial state, same steps)."""
-    hand_t, js_t, calls = [], [], []
+    """Alternate ``hand`` and ``warm`` ``repeats`` times (and ``hand_saving``, the hand
+    loop followed by an Orbax save of its final state, when given: a row for reference,
+    not the goal's baseline); the summary rows, with ``first_params_diff`` (the hand
+    loop's parameters against those of jaxspec's first call: same initial state, same
+    steps)."""
+    hand_t, js_t, saving_t, calls = [], [], [], []
     for rep in range(repeats):
         t, _ = hand()
         hand_t.append(t)
         t_js, info, _ = warm()
         js_t.append(t_js)
         calls.append(info)
-        print(f"  {name} rep {rep}: baseline {t:.3f}s  jaxspec warm call {t_js:.3f}s  ({_info_line(info)})")
+        line = f"  {name} rep {rep}: baseline {t:.3f}s  jaxspec warm call {t_js:.3f}s"
+        if hand_saving is not None:
+            saving_t.append(hand_saving()[0])
+            line += f"  baseline + Orbax save {saving_t[-1]:.3f}s"
+        print(f"{line}  ({_info_line(info)})")
     base = statistics.median(hand_t)
     jaxspec_row = time_summary(js_t, work, unit, base)
+    extra: dict[str, Any] = {}
+    if saving_t:
+        saving_row = time_summary(saving_t, work, unit, base)
+        extra = {
+            "baseline_with_save": saving_row,
+            "ratio_vs_baseline_with_save": statistics.median(saving_t) / statistics.median(js_t),
+        }
     return {
         "work": work,
         "unit": unit,
         "baseline": time_summary(hand_t, work, unit),
         "jaxspec_warm": jaxspec_row,
+        **extra,
         "ratio": jaxspec_row["ratio_vs_baseline"],
         "first_call_s": first_s,
         "per_warm_call": calls,
@@ -422,12 +448,15 @@ def print_tables(sections: dict[str, dict[str, Any]]) -> None:
         if name == "predict":
             continue
         rate = f"{s['unit']}_per_s"
-        for side in ("baseline", "jaxspec_warm"):
+        for side in ("baseline", "baseline_with_save", "jaxspec_warm"):
+            if side not in s:
+                continue
             r = s[side]
             ratio = f"{r.get('ratio_vs_baseline', 1.0):.2f}"
             first = f"{s['first_call_s']:.2f}" if side != "baseline" else ""
+            label = {"baseline_with_save": "baseline+save"}.get(side, side)
             print(
-                f"{name:<10}{side:<14}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
+                f"{name:<10}{label:<14}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"
                 f"{r[rate]:>11.0f}{ratio:>8}{first:>9}"
             )
     if "predict" in sections:
@@ -450,6 +479,12 @@ def print_tables(sections: dict[str, dict[str, Any]]) -> None:
             print(
                 f"{name}: per warm call: model_fn calls {[c['model_fn_calls'] for c in per_call]}, "
                 f"XLA compiles {[c['xla_compiles'] for c in per_call]}, tracing + lowering {traced * 1e3:.0f} ms (median)"
+            )
+    for name, s in sections.items():
+        if "ratio_vs_baseline_with_save" in s:
+            print(
+                f"{name}: jaxspec against the hand loop that also saves its final state with Orbax "
+                f"(reference, not the goal): {s['ratio_vs_baseline_with_save']:.2f}"
             )
     print("\ngoals:")
     for g in goal_rows(sections):
