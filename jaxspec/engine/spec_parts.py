@@ -177,6 +177,13 @@ def check_new_state(state: Any, new_state: Any) -> Any:
             )
         weak = getattr(getattr(new, "aval", new), "weak_type", False)  # from a Python number
         same_kind = jnp.issubdtype(new.dtype, jnp.floating) == jnp.issubdtype(old.dtype, jnp.floating)
+        if jax.dtypes.issubdtype(old.dtype, jax.dtypes.extended) or jax.dtypes.issubdtype(
+            new.dtype, jax.dtypes.extended
+        ):  # PRNG keys: no conversion exists, the key type must be the same
+            if old.dtype != new.dtype:
+                raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")
+            out.append(new)
+            continue
         canonical = jax.dtypes.canonicalize_dtype
         if canonical(old.dtype) != canonical(new.dtype) and not (weak and same_kind):
             raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")

@@ -32,6 +32,8 @@ def _replica_zero(x: Any) -> Any:
     every device that holds that index."""
     if not isinstance(x, jax.Array) or len(x.addressable_shards) == 1 or not x.is_fully_addressable:
         return x  # one copy; or several processes, where replica 0's shards are not all here
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # a key's shards index its key data
+        return jax.random.wrap_key_data(_replica_zero(jax.random.key_data(x)), impl=jax.random.key_impl(x))
     key = lambda index: tuple((s.start, s.stop, s.step) for s in index)  # noqa: E731
     saved = {key(s.index): s.data for s in x.addressable_shards if s.replica_id == 0}
     return jax.make_array_from_callback(x.shape, x.sharding, lambda index: saved[key(index)])
@@ -414,7 +416,7 @@ def _check_against_metadata(metadata: Any, target: Any) -> None:
             raise ValueError(f"the checkpoint has no leaf {name!r}, which the model's state has.")
         want = tuple(jax.numpy.shape(leaf))
         if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
-            want = tuple(jax.random.key_data(leaf).shape)  # Orbax stores a key as its data
+            want = tuple(jax.eval_shape(jax.random.key_data, leaf).shape)  # Orbax stores a key's data
         if stored[name] != want:
             raise ValueError(
                 f"checkpoint leaf {name!r} has shape {stored[name]}, the model's state has {want}."
