@@ -98,9 +98,6 @@ def _bucket_counts(
     return dict(tp=above(pos_hist), fn=at_or_below(pos_hist), tn=at_or_below(neg_hist), fp=above(neg_hist))
 
 
-_FIXUPS = 1  # places the grid guess may be off by, each way (float32 rounding: at most 1)
-
-
 def _is_tf_grid(ts: np.ndarray) -> bool:
     """Whether sorted float32 ``ts`` are TF's default cutoffs for their count: ``-1e-7``,
     ``i / (n - 1)`` for ``0 < i < n - 1`` and ``1 + 1e-7`` (at most 100,000 of them, where
@@ -116,20 +113,17 @@ def _buckets(ts: np.ndarray, p: jax.Array) -> jax.Array:
     """``searchsorted(ts, p, side='left')``: for each prediction, how many of the sorted
     float32 thresholds ``ts`` lie strictly below it (int32). On TF's evenly spaced grid
     the count is guessed from ``p * (n - 1)`` and corrected by comparing with the actual
-    float32 thresholds next to the guess (float rounding moves the guess by at most one
-    place, and ``_FIXUPS`` places each way are corrected): the same counts as a binary search, at
-    a few comparisons per prediction instead of ``log2(n)`` dependent ones."""
+    float32 thresholds next to the guess, one place each way (float rounding moves the
+    guess by at most one place): the same counts as a binary search, at two comparisons
+    per prediction instead of ``log2(n)`` dependent ones."""
     if not _is_tf_grid(ts):
         return jnp.searchsorted(jnp.asarray(ts), p, side="left").astype(jnp.int32)
     n = len(ts)
     table = jnp.asarray(ts)
     guess = jnp.floor(jnp.clip(p, -1.0, 2.0) * (n - 1)).astype(jnp.int32) + 1
     count = jnp.clip(guess, 0, n)
-    for _ in range(_FIXUPS):  # up: threshold `count` still below p
-        count = count + ((count < n) & (table[jnp.minimum(count, n - 1)] < p)).astype(jnp.int32)
-    for _ in range(_FIXUPS):  # down: threshold `count - 1` not below p
-        count = count - ((count > 0) & (table[jnp.maximum(count - 1, 0)] >= p)).astype(jnp.int32)
-    return count
+    count = count + ((count < n) & (table[jnp.minimum(count, n - 1)] < p)).astype(jnp.int32)  # one up
+    return count - ((count > 0) & (table[jnp.maximum(count - 1, 0)] >= p)).astype(jnp.int32)  # one down
 
 
 class ConfusionAtThresholds(Metric):
