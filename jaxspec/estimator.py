@@ -373,7 +373,9 @@ class Estimator:
 
     def get_variable_value(self, name: str) -> Any:
         """The value (numpy) of state leaf ``name`` (or ``global_step``) in the latest
-        checkpoint (``Estimator.get_variable_value``).
+        checkpoint (``Estimator.get_variable_value``); a typed PRNG key leaf
+        (``jax.random.key``) is given as its key data (uint32), as TF gives a variable's
+        value.
 
         Raises:
           ValueError: no checkpoint, or no leaf of that name.
