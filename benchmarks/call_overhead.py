@@ -453,7 +453,7 @@ def print_tables(sections: dict[str, dict[str, Any]]) -> None:
                 continue
             r = s[side]
             ratio = f"{r.get('ratio_vs_baseline', 1.0):.2f}"
-            first = f"{s['first_call_s']:.2f}" if side != "baseline" else ""
+            first = f"{s['first_call_s']:.2f}" if side == "jaxspec_warm" else ""
             label = {"baseline_with_save": "baseline+save"}.get(side, side)
             print(
                 f"{name:<10}{label:<14}{r['median_s']:>10.3f}{r['min_s']:>9.3f}{r['max_s']:>9.3f}"

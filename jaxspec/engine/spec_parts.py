@@ -175,8 +175,6 @@ def check_new_state(state: Any, new_state: Any) -> Any:
             raise ValueError(
                 f"train_op leaf {where} has shape {tuple(new.shape)}, state has {tuple(old.shape)}."
             )
-        weak = getattr(getattr(new, "aval", new), "weak_type", False)  # from a Python number
-        same_kind = jnp.issubdtype(new.dtype, jnp.floating) == jnp.issubdtype(old.dtype, jnp.floating)
         if jax.dtypes.issubdtype(old.dtype, jax.dtypes.extended) or jax.dtypes.issubdtype(
             new.dtype, jax.dtypes.extended
         ):  # PRNG keys: no conversion exists, the key type must be the same
@@ -184,6 +182,8 @@ def check_new_state(state: Any, new_state: Any) -> Any:
                 raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")
             out.append(new)
             continue
+        weak = getattr(getattr(new, "aval", new), "weak_type", False)  # from a Python number
+        same_kind = jnp.issubdtype(new.dtype, jnp.floating) == jnp.issubdtype(old.dtype, jnp.floating)
         canonical = jax.dtypes.canonicalize_dtype
         if canonical(old.dtype) != canonical(new.dtype) and not (weak and same_kind):
             raise ValueError(f"train_op leaf {where} has dtype {new.dtype}, state has {old.dtype}.")
