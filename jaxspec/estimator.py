@@ -19,7 +19,6 @@ from jaxspec.cluster import maybe_initialize
 from jaxspec.config import RunConfig
 from jaxspec.engine.compilation_cache import ensure_compilation_cache
 from jaxspec.engine.partitioning import check_rules
-from jaxspec.loop.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
 from jaxspec.loop.export import ExportSource, export_source
@@ -28,6 +27,7 @@ from jaxspec.loop.predict import run_predict
 from jaxspec.loop.train import run_train
 from jaxspec.loop.warm_start import as_settings
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.store.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 
 _log = logging.getLogger("jaxspec")
 GLOBAL_STEP_NAME = "global_step"

@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxspec.loop.summaries import close, writer
+from jaxspec.store.summaries import close, writer
 
 
 def create_file_writer(logdir: str) -> Any:

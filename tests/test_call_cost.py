@@ -13,7 +13,7 @@ import pytest
 from helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
 
 import jaxspec
-from jaxspec.loop.checkpoints import CheckpointStore
+from jaxspec.store.checkpoints import CheckpointStore
 
 X, Y = digits(96)
 

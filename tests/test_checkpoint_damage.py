@@ -14,8 +14,8 @@ import pytest
 
 import jaxspec
 from jaxspec._trees import named_leaves
-from jaxspec.loop.checkpoint_integrity import DIGEST_FILE
-from jaxspec.loop.checkpoints import restore_on_host
+from jaxspec.store.checkpoint_integrity import DIGEST_FILE
+from jaxspec.store.checkpoints import restore_on_host
 from tests.helpers import batches_input_fn, digits, init_fn, make_model_fn
 
 X, Y = digits(64)

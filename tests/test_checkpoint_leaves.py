@@ -15,7 +15,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jaxspec
-from jaxspec.loop.checkpoints import CheckpointStore, _one_copy
+from jaxspec.store.checkpoints import CheckpointStore, _one_copy
 
 
 def _state(sharding_of):

@@ -13,7 +13,7 @@ import pytest
 
 import jaxspec
 from jaxspec.hooks import early_stopping as es
-from jaxspec.loop import summaries
+from jaxspec.store import summaries
 from tests.two_processes import run_two_processes
 
 X = np.linspace(-1, 1, 64, dtype=np.float32)[:, None]

@@ -9,7 +9,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import jaxspec
-from jaxspec.loop import summaries
+from jaxspec.store import summaries
 from tests.helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
 
 

@@ -220,7 +220,7 @@ def test_own_checkpoint_saver_hook_replaces_the_default(tmp_path):
     saver = CheckpointSaverHook(str(tmp_path / "elsewhere"), save_steps=2)
     est.train(_data(), hooks=[saver], steps=5)
     assert est._checkpoint_store().all_steps() == []  # the default saver (every step) was not added
-    from jaxspec.loop.checkpoints import CheckpointStore
+    from jaxspec.store.checkpoints import CheckpointStore
 
     assert CheckpointStore(str(tmp_path / "elsewhere")).all_steps() == [2, 4, 5]
     with pytest.raises(ValueError, match="saving_listeners"):

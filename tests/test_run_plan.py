@@ -11,9 +11,9 @@ import pytest
 
 import jaxspec
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check
-from jaxspec.loop.checkpoints import CheckpointStore
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.train import run_train
+from jaxspec.store.checkpoints import CheckpointStore
 
 LR = 0.1
 

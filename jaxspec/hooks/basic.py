@@ -19,8 +19,8 @@ import numpy as np
 
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.loop.summaries import write_scalars
 from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.store.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.loop.checkpoints import CheckpointStore
 from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
 
 _log = logging.getLogger("jaxspec")
 
@@ -46,6 +47,15 @@ class CheckpointSaverHook(SessionRunHook):
       save_secs / save_steps: exactly one.
       saver, checkpoint_basename, scaffold, save_graph_def: accepted for compatibility.
       listeners: CheckpointSaverListeners.
+      store: the CheckpointStore to save into (jaxspec's; default: one for
+        ``checkpoint_dir``).
+      extras: ``global_step -> {file name: bytes}``, extra files saved in each checkpoint
+        (jaxspec's; the train loop passes the input position), or None.
+
+    Attributes:
+      final_checkpoint: the SavedCheckpoint of the save ``end()`` made (None when the
+        final step had been saved already): the consistent state a train call keeps in
+        memory for the next call, so it is not made consistent a second time.
 
     Raises:
       ValueError: both or neither of save_secs/save_steps.
@@ -62,12 +72,14 @@ class CheckpointSaverHook(SessionRunHook):
         listeners: Any = None,
         save_graph_def: bool = True,
         store: CheckpointStore | None = None,
+        extras: Callable[[int], Mapping[str, bytes]] | None = None,
     ) -> None:
         self._timer = SecondOrStepTimer(save_secs, save_steps)
         self._store = store or CheckpointStore(checkpoint_dir)
         self._listeners = list(listeners or ())
-        self._last_saved: int | None = None
-        self._stop = False
+        self._extras = extras
+        self._saved_step: int | None = None
+        self.final_checkpoint: SavedCheckpoint | None = None
 
     def begin(self) -> None:
         """Start the listeners."""
@@ -78,7 +90,7 @@ class CheckpointSaverHook(SessionRunHook):
         """Count time and steps from here (TF saves at creation; the restored or initial
         state needs no new checkpoint here: it is either on disk or recreated)."""
         self._timer.update_last_triggered_step(int(session.global_step))
-        self._last_saved = int(session.global_step)
+        self._saved_step = int(session.global_step)
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
@@ -89,25 +101,29 @@ class CheckpointSaverHook(SessionRunHook):
         step = int(run_values.results)
         if self._timer.should_trigger_for_step(step):
             self._timer.update_last_triggered_step(step)
-            if self._save(run_context.session, step):
+            if self._save(run_context.session, step)[1]:
                 run_context.request_stop()
 
     def end(self, session: Any) -> None:
         """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
-        if step != self._last_saved:
-            self._save(session, step, final=True)
+        if step != self._saved_step:
+            self.final_checkpoint = self._save(session, step)[0]
         self._store.wait()  # the final checkpoint is complete when training returns
         for listener in self._listeners:
             listener.end(session, step)
 
-    def _save(self, session: Any, step: int, final: bool = False) -> bool:
+    def _save(self, session: Any, step: int) -> tuple[SavedCheckpoint | None, bool]:
+        """Save ``step``: the save's record (None when none started) and whether a
+        listener's ``after_save`` asked to stop."""
         for listener in self._listeners:
             listener.before_save(session, step)
-        if self._store.save(step, session.state, final=final):
+        extras = self._extras(step) if self._extras is not None else None
+        saved = self._store.save(step, session.state, extras=extras)
+        if saved is not None:
             _log.info("Saving checkpoints for %d into %s.", step, self._store.directory)
-        self._last_saved = step
+        self._saved_step = step
         stop = False
         for listener in self._listeners:
             stop = bool(listener.after_save(session, step)) or stop
-        return stop
+        return saved, stop

@@ -16,6 +16,7 @@ import logging
 import operator
 import os
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -126,9 +127,10 @@ def make_early_stopping_hook(
         not callable.
       ValueError: both run_every_secs and run_every_steps are set.
     """
-    from jaxspec.estimator import Estimator
-
-    if not isinstance(estimator, Estimator):
+    # The hooks layer sits below the facades and does not import them: an Estimator
+    # exists only once its module is loaded, so the class is looked up there.
+    facade = sys.modules.get("jaxspec.estimator")
+    if facade is None or not isinstance(estimator, facade.Estimator):
         raise TypeError(f"estimator must be a jaxspec Estimator, got {type(estimator).__name__}.")
     if not callable(should_stop_fn):
         raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")

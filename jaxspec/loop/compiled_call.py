@@ -26,10 +26,10 @@ from jaxspec.engine.multihost import agree
 from jaxspec.engine.partitioning import put_state, state_shardings
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.checkpoints import as_saved
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.store.checkpoints import SavedCheckpoint, as_saved
 
 _log = logging.getLogger("jaxspec")
 
@@ -347,21 +347,21 @@ class CompiledCall:
         )
         return agree(1 if ok else 0, "min") == 1
 
-    def remember(self, step: int, restored: bool = False) -> None:
+    def remember(self, step: int, restored: bool = False, saved: SavedCheckpoint | None = None) -> None:
         """Keep ``self.state`` as the state of checkpoint ``step`` for the next call (when
         that checkpoint is in this model_dir); otherwise forget any kept state. A state
-        just ``restored`` from that checkpoint already holds replica 0's copies."""
+        just ``restored`` from that checkpoint already holds replica 0's copies, and so
+        does ``saved.saved`` when ``saved`` (the call's last save) was of this state."""
         identity = checkpoint_identity(self._checkpoint_dir(step))
         if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
             self._shared.pop("live", None)  # several processes restore (collectively) instead
             return
         if self.mesh is None or restored:
             state = self.state
-        elif self.store.last_saved is not None and self.store.last_saved[0] is self.state:
-            state = self.store.last_saved[1]  # saved just now: already replica 0's copies
+        elif saved is not None and saved.source is self.state:
+            state = saved.saved  # saved just now: already replica 0's copies
         else:
             state = as_saved(self.state)
-        self.store.last_saved = None  # hold no second copy of the state beyond this
         self._shared["live"] = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:

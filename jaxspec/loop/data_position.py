@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -202,7 +202,10 @@ def batches_per_step(feeder: Any) -> int:
     return feeder._replicas if getattr(feeder, "_per_replica_input", False) else 1
 
 
-def track(phase: Any, session: Any) -> None:
-    """Have ``phase.store`` save the input position with each checkpoint of this call."""
-    start, per_step = session.global_step, batches_per_step(phase.feeder)
-    phase.store.extras_provider = lambda: phase.position.extras((session.global_step - start) * per_step)
+def checkpoint_extras(
+    position: DataPosition, feeder: Any, start_step: int
+) -> Callable[[int], dict[str, bytes]]:
+    """``global_step -> {file name: bytes}``: the input position to save with the
+    checkpoint of a global step of a train call that started at ``start_step``."""
+    per_step = batches_per_step(feeder)
+    return lambda step: position.extras((step - start_step) * per_step)

@@ -12,10 +12,11 @@ import numpy as np
 from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
-from jaxspec.loop import console, summaries
+from jaxspec.loop import console
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
+from jaxspec.store import summaries
 
 _log = logging.getLogger("jaxspec")
 _merge = jax.jit(merge_metric_dicts)

@@ -12,8 +12,8 @@ from typing import Any
 from jax.sharding import Mesh
 
 from jaxspec.config import InputPipelineConfig
-from jaxspec.loop.checkpoints import CheckpointStore
 from jaxspec.loop.warm_start import WarmStartSettings
+from jaxspec.store.checkpoints import CheckpointStore
 
 BATCH_SIZE_KEY = "batch_size"
 

@@ -12,13 +12,14 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
-from jaxspec.loop import console, data_position, summaries
+from jaxspec.loop import console, data_position
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
-from jaxspec.loop.summaries import write_scalars
 from jaxspec.spec.hooks import SessionRunHook
+from jaxspec.store import summaries
+from jaxspec.store.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
 
@@ -93,7 +94,7 @@ def _check_listeners(saving_listeners: Any, cfg: Any) -> list[Any]:
     return listeners
 
 
-def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
+def _saver_hook(phase: Phase, listeners: list[Any], extras: Any) -> CheckpointSaverHook:
     cfg = phase.plan.config
     steps, secs = cfg.save_checkpoints_steps, cfg.save_checkpoints_secs
     if not steps and not secs:
@@ -104,6 +105,7 @@ def _saver_hook(phase: Phase, listeners: list[Any]) -> SessionRunHook:
         save_steps=steps or None,
         listeners=listeners,
         store=phase.store,
+        extras=extras,
     )
 
 
@@ -142,15 +144,18 @@ def _run_train(
         plan.model_dir, cfg.save_summary_steps, cfg.log_step_count_steps, phase.global_batch_size
     )
     hooks = list(hooks or ())
-    own = [progress]
+    own: list[SessionRunHook] = [progress]
+    saver = None
     if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(phase.call.parts.all_hooks)):
-        own.append(_saver_hook(phase, listeners))  # as tf.estimator: only if none was given
+        # each checkpoint keeps the input's position
+        extras = data_position.checkpoint_extras(phase.position, phase.feeder, phase.call.global_step)
+        saver = _saver_hook(phase, listeners, extras)
+        own.append(saver)  # as tf.estimator: only if none was given
     elif listeners:
         raise ValueError("saving_listeners need the Estimator's own CheckpointSaverHook; pass them to yours.")
     runner = phase.begin(hooks, after=own)
     call = phase.call
     last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
-    data_position.track(phase, call)  # each checkpoint keeps the input's position
     console.set_total(None if last_step is None else last_step - call.global_step)
     try:
         phase.prefetch(None if last_step is None else last_step - call.global_step)
@@ -161,9 +166,9 @@ def _run_train(
     finally:
         phase.close()
         phase.store.wait()
-        phase.store.extras_provider = None
         summaries.close_all()  # every event is on disk when train returns
-    call.remember(call.global_step)  # the next call starts from memory if this is still on disk
+    # The next call starts from memory if this is still on disk.
+    call.remember(call.global_step, saved=None if saver is None else saver.final_checkpoint)
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
         raise SystemExit(0)

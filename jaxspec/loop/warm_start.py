@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from jaxspec._trees import named_leaves
-from jaxspec.loop.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
+from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
 
 _log = logging.getLogger("jaxspec")
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import datetime
 import gc
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
@@ -20,7 +21,7 @@ from etils import epath
 
 from jaxspec._trees import named_leaves
 from jaxspec.errors import DataLossError
-from jaxspec.loop import checkpoint_integrity as integrity
+from jaxspec.store import checkpoint_integrity as integrity
 
 _log = logging.getLogger("jaxspec")
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -78,6 +79,23 @@ def checkpoint_dir(model_dir: str) -> str:
     return os.path.join(os.path.abspath(model_dir), CHECKPOINT_SUBDIR)
 
 
+@dataclasses.dataclass(frozen=True)
+class SavedCheckpoint:
+    """What ``CheckpointStore.save`` started writing.
+
+    Attributes:
+      step: the checkpoint's global step.
+      source: the state given to ``save`` (the very object, not a copy; for a state with
+        no leaves, the placeholder tree that was written).
+      saved: ``as_saved(source)``: the consistent state the checkpoint holds (every
+        leaf's copies equal to replica 0's); a restore gives the same values.
+    """
+
+    step: int
+    source: Any
+    saved: Any
+
+
 class CheckpointStore:
     """One Orbax CheckpointManager per model_dir; a checkpoint's step is the global step.
 
@@ -111,12 +129,7 @@ class CheckpointStore:
         self.directory = checkpoint_dir(model_dir)
         # (step, extra files) of the saves Orbax is finalising, oldest first.
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
-        # Called at each save for extra files to write in the checkpoint (the input position).
-        self.extras_provider: Callable[[], dict[str, bytes]] | None = None
         self._verdicts: dict[int, tuple[Any, str | None]] = {}  # step -> (file signature, damage)
-        # (state given to the last save, what was saved: ``as_saved(state)``), so that the
-        # state a call keeps in memory need not be made consistent a second time.
-        self.last_saved: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
@@ -224,22 +237,27 @@ class CheckpointStore:
         """The directory of the checkpoint at ``step``."""
         return os.path.join(self.directory, str(step))
 
-    def save(self, step: int, state: Any, force: bool = True, final: bool = False) -> bool:
+    def save(
+        self, step: int, state: Any, extras: Mapping[str, bytes] | None = None, force: bool = True
+    ) -> SavedCheckpoint | None:
         """Start saving ``state`` as the checkpoint of ``step`` (asynchronously), with the
-        files ``extras_provider`` gives (written into the step directory before Orbax
-        renames it, then the digest of them all). ``final``: the call's last save, whose
-        consistent copy (``as_saved``) is kept in ``last_saved`` for the state the call
-        keeps in memory (other saves keep nothing: a second copy of a large state)."""
+        files ``extras`` (``{file name: bytes}``, written into the step directory before
+        Orbax renames it, then the digest of them all).
+
+        Returns:
+          What was saved (a SavedCheckpoint: the consistent copy ``as_saved(state)``), or
+          None when no save started (``step`` is saved already, or Orbax declined). The
+          caller decides whether to keep it: a kept copy is a second copy of the state.
+        """
         if step in self._manager.all_steps():
-            return False
+            return None
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
         saved = as_saved(state)
-        self.last_saved = (state, saved) if final else None
+        record = SavedCheckpoint(step, state, saved)
         state = jax.tree.map(_one_copy, saved)
-        extras = self.extras_provider() if self.extras_provider is not None else {}
         with self._lock:
-            self._saving.append((step, extras))
+            self._saving.append((step, dict(extras or {})))
         try:
             started = self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
         except BaseException:
@@ -250,7 +268,7 @@ class CheckpointStore:
                 with self._lock:
                     if self._saving and self._saving[-1][0] == step:
                         self._saving.pop()
-        return started
+        return record if started else None
 
     def restore(self, step: int, target: Any) -> Any:
         """Restore the checkpoint of ``step`` into the structure, shapes, dtypes and
