@@ -133,7 +133,7 @@ def run_jaxspec(k: int, width: int, xs: np.ndarray, ys: np.ndarray, ipl: int) ->
     )
     clock, keeper = LoopClock(), _StateKeeper()
     est.train(input_fn, steps=steps, hooks=[clock, keeper])
-    (compiled,) = est._compile_cache["modes"]["train"].compiled.values()
+    (compiled,) = est._compile_cache.modes["train"].compiled.values()
     return {
         "steps_per_s": (steps - ipl) / (clock.times[-1] - clock.times[0]),
         "final_loss": clock.losses[-1],

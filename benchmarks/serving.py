@@ -119,7 +119,7 @@ def main(calls: int, out: str) -> dict[str, Any]:
 
     # jaxspec's compiled predict step, with the checkpoint's state.
     engine = StepEngine(est.model_fn, {jaxspec.ModeKeys.PREDICT: {}}, est.config, mesh=None)
-    loop = engine.predict_loop()
+    loop = jax.jit(engine.predict_loop(record=lambda parts: None).fn)
     params = {
         name.removeprefix("params/"): est.get_variable_value(name)
         for name in est.get_variable_names()

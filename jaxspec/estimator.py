@@ -19,6 +19,7 @@ from jaxspec.cluster import maybe_initialize
 from jaxspec.config import RunConfig
 from jaxspec.engine.compilation_cache import ensure_compilation_cache
 from jaxspec.engine.partitioning import check_rules
+from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
 from jaxspec.loop.export import ExportSource, export_source
@@ -145,7 +146,7 @@ class Estimator:
         check_rules(partition_rules)
         self._store: CheckpointStore | None = None
         ensure_compilation_cache()  # a later process on this model_dir skips XLA compiles
-        self._compile_cache: dict[str, Any] = {}  # compiled loops and the state tree, kept across calls
+        self._compile_cache = EstimatorCache()  # compiled loops and the state tree, kept across calls
 
     #: Whether model_fn must declare ``params`` (TPUEstimator's rule, checked per call).
     _model_fn_needs_params = False

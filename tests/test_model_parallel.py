@@ -110,7 +110,7 @@ def _train_bytes(model_dir, cores, rules):
         partition_rules=rules,
     )
     est.train(batches_input_fn(x, y, 8 * (8 // (cores or 1)), repeat=True), steps=2)
-    (compiled,) = est._compile_cache["modes"]["train"].compiled.values()
+    (compiled,) = est._compile_cache.modes["train"].compiled.values()
     return compiled.memory_analysis().argument_size_in_bytes
 
 
@@ -280,7 +280,7 @@ def test_input_partition_dims_split_features_over_cores(tmp_path):
         np.testing.assert_allclose(split_values[name], value, atol=1e-5, rtol=0, err_msg=name)
     for key, value in plain_metrics.items():
         np.testing.assert_allclose(split_metrics[key], value, atol=1e-5, rtol=0, err_msg=key)
-    (compiled,) = split._compile_cache["modes"]["train"].compiled.values()
+    (compiled,) = split._compile_cache.modes["train"].compiled.values()
     features_sharding = jax.tree.leaves(compiled.input_shardings[0][3])[0]
     assert features_sharding.spec == P(None, "replica", "core")
 

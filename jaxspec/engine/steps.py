@@ -11,7 +11,7 @@ host function once per step, in step order, after the loop: no callback runs per
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +43,54 @@ def _metrics_per_step(step_metrics: Callable[[Any], Any], args: Any, steps: int)
 
 
 _STACKED = P(None, REPLICA_AXIS)
+
+# Called with each trace's SpecParts (hooks, host functions, scaffold, export heads): how
+# spec parts leave a trace. Their arrays are tracers and must not be used.
+RecordParts = Callable[[SpecParts], None]
+
+
+class LoopFn(NamedTuple):
+    """A compiled loop before ``jax.jit``: the traceable function and the
+    ``out_shardings`` its jit takes (None: XLA's choice)."""
+
+    fn: Callable[..., Any]
+    out_shardings: Any = None
+
+
+class TrainLoopOut(NamedTuple):
+    """What a train loop of N steps returns (all on the devices).
+
+    Attributes:
+      state: the state after the N steps.
+      step: the global step after them (int32 scalar).
+      losses: ``[N, R]`` per step and replica.
+      host: one entry per host call: a list of arrays ``[N, R*b, ...]``.
+      hook_values: one entry per spec hook: ``{name: array [N, R, ...]}``.
+    """
+
+    state: Any
+    step: Any
+    losses: Any
+    host: list[Any]
+    hook_values: list[Any]
+
+
+class EvalLoopOut(NamedTuple):
+    """What an eval loop of N steps returns: ``metric_states`` (``{name: metric state}``,
+    ``'loss'`` included, merged over the N steps), ``host`` and ``hook_values`` as in
+    TrainLoopOut."""
+
+    metric_states: dict[str, Any]
+    host: list[Any]
+    hook_values: list[Any]
+
+
+class PredictLoopOut(NamedTuple):
+    """What a predict loop of N steps returns: ``predictions`` (arrays ``[N, R*b, ...]``)
+    and ``hook_values`` as in TrainLoopOut."""
+
+    predictions: Any
+    hook_values: list[Any]
 
 
 def merge_metric_dicts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -99,11 +147,11 @@ class StepEngine:
         ``('replica', 'core')`` mesh the shard_map is manual over ``'replica'`` only:
         inside a replica XLA partitions model_fn over ``'core'``.
       partition_rules: ``(regex, PartitionSpec)`` pairs laying the state out over
-        ``'core'`` (see ``jaxspec.engine.partitioning``); the Session resolves them into
-        ``state_shardings``, which the train loop keeps its state in.
+        ``'core'`` (see ``jaxspec.engine.partitioning``); the call's state lifecycle
+        resolves them into the state shardings passed to ``train_loop``.
 
-    After the first trace, ``parts[mode]`` holds that mode's SpecParts (hooks, host
-    functions, scaffold, export heads); its arrays are tracers and must not be used.
+    Each loop builder takes ``record``, called with the SpecParts of every trace of
+    model_fn it makes; the engine keeps none of them.
     """
 
     def __init__(
@@ -117,18 +165,25 @@ class StepEngine:
     ) -> None:
         self.model_fn = model_fn
         self.partition_rules = partition_rules
-        self.state_shardings: Any = None  # set by the Session from the abstract state
         self.params = params
         self.config = config
         self.mesh = mesh
-        self.parts: dict[str, SpecParts] = {}
         self.broadcast = broadcast
         # Inputs split over replicas, or (BROADCAST) whole on each; per-example outputs are
         # then concatenated over replicas, or replica 0's (all replicas saw the same rows).
         self._batch = P() if broadcast else _STACKED
 
     # -- one model_fn call -------------------------------------------------------------
-    def _call(self, mode: str, state: Any, step: Any, key: Any, features: Any, labels: Any) -> SpecParts:
+    def _call(
+        self,
+        mode: str,
+        state: Any,
+        step: Any,
+        key: Any,
+        features: Any,
+        labels: Any,
+        record: RecordParts | None = None,
+    ) -> SpecParts:
         rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
         spec = call_with_declared(
             self.model_fn,
@@ -144,9 +199,8 @@ class StepEngine:
             ),
         )
         parts = unpack_spec(spec, mode, on_mesh=self.mesh is not None)
-        # The first trace's hooks, host functions and scaffold are the ones the host uses;
-        # a retrace for another input shape must not swap in new hook objects.
-        self.parts.setdefault(mode, parts)
+        if record is not None:
+            record(parts)
         return parts
 
     def _shard(self, fn: Callable[..., Any], in_specs: Any, out_specs: Any) -> Callable[..., Any]:
@@ -163,18 +217,15 @@ class StepEngine:
         )
 
     # -- train ---------------------------------------------------------------------------
-    def train_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features, labels) -> (state, step, losses[N, R], host, hooks)``.
-
-        ``host`` is a list (one per host call) of lists of arrays ``[N, R*b, ...]``;
-        ``hooks`` a list (one per spec hook) of dicts of arrays ``[N, R, ...]``.
-        """
+    def train_loop(self, state_shardings: Any, record: RecordParts) -> LoopFn:
+        """``(state, step, key, features, labels) -> TrainLoopOut``; the state stays in
+        ``state_shardings`` (a pytree of Shardings like the state, or None)."""
 
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 st, gs = carry
-                parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch)
-                new_state = constrain_state(check_new_state(st, parts.new_state), self.state_shardings)
+                parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch, record=record)
+                new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
                 host = [hc.tensors for hc in parts.host_calls]
                 return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors())
 
@@ -183,25 +234,31 @@ class StepEngine:
 
         b = self._batch
         sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), _STACKED, b, _STACKED))
-        if cores_per_replica(self.mesh) == 1 or self.state_shardings is None:
-            return jax.jit(sharded)
-        return jax.jit(sharded, out_shardings=(self.state_shardings, None, None, None, None))
+        named = lambda *args: TrainLoopOut(*sharded(*args))  # noqa: E731
+        if cores_per_replica(self.mesh) == 1 or state_shardings is None:
+            return LoopFn(named)
+        return LoopFn(named, TrainLoopOut(state_shardings, None, None, None, None))
 
     # -- eval ----------------------------------------------------------------------------
-    def eval_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features, labels, mask[N, B]) -> ({name: metric state}, host, hooks)``.
+    def eval_loop(self, record: RecordParts) -> LoopFn:
+        """``(state, step, key, features, labels, mask[N, B]) -> EvalLoopOut``.
 
-        The dict holds ``'loss'`` (a Mean of the per-batch losses; on the mesh each
+        Its metric states hold ``'loss'`` (a Mean of the per-batch losses; on the mesh each
         replica's loss weighted by the mean of its mask, see ``jaxspec.loop.short_batch``)
         and every metric, merged over the N steps.
         """
         on_mesh = self.mesh is not None
+        traced: list[SpecParts] = []  # this trace's parts (metric_fn is applied outside the scan)
+
+        def keep(parts: SpecParts) -> None:
+            traced.append(parts)
+            record(parts)
 
         def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
                 with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
-                    parts = self._call(ModeKeys.EVAL, state, step, key, f, lab)
+                    parts = self._call(ModeKeys.EVAL, state, step, key, f, lab, record=keep)
                     loss = parts.loss
                     if on_mesh:
                         payload = _metric_tensors(parts)
@@ -220,8 +277,8 @@ class StepEngine:
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
             if not on_mesh:
-                return _fold_steps(payload), host, hook_values
-            parts = self.parts[ModeKeys.EVAL]
+                return EvalLoopOut(_fold_steps(payload), host, hook_values)
+            parts = traced[-1]
             n, r = losses.shape
             if self.broadcast:
                 frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
@@ -242,24 +299,25 @@ class StepEngine:
                 per_step = _metrics_per_step(step_metrics, (payload, mask), n)
                 _check_metric_names(per_step)
                 states.update(_fold_steps(per_step))
-            return states, host, hook_values
+            return EvalLoopOut(states, host, hook_values)
 
-        return jax.jit(loop)
+        return LoopFn(loop)
 
     # -- predict -------------------------------------------------------------------------
-    def predict_loop(self) -> Callable[..., Any]:
-        """``(state, step, key, features) -> (predictions [N, R*b, ...], hooks)``."""
+    def predict_loop(self, record: RecordParts) -> LoopFn:
+        """``(state, step, key, features) -> PredictLoopOut``."""
 
         def loop(state: Any, step: Any, key: Any, features: Any) -> Any:
             def body(carry: Any, f: Any) -> Any:
-                parts = self._call(ModeKeys.PREDICT, state, step, key, f, None)
+                parts = self._call(ModeKeys.PREDICT, state, step, key, f, None, record=record)
                 return carry, (parts.predictions, parts.hook_tensors())
 
             _, out = jax.lax.scan(body, None, features)
             return out
 
         b = self._batch
-        return jax.jit(self._shard(loop, (P(), P(), P(), b), (b, _STACKED)))
+        sharded = self._shard(loop, (P(), P(), P(), b), (b, _STACKED))
+        return LoopFn(lambda *args: PredictLoopOut(*sharded(*args)))
 
     # -- serving (export) ----------------------------------------------------------------
     def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:
@@ -273,7 +331,9 @@ class StepEngine:
         return serve
 
     # -- all three modes, for tf_bridge's exports ------------------------------------------
-    def export_fn(self, mode: str, key: Any) -> Callable[[Any, Any, Any, Any], dict[str, Any]]:
+    def export_fn(
+        self, mode: str, key: Any, record: RecordParts | None = None
+    ) -> Callable[[Any, Any, Any, Any], dict[str, Any]]:
         """``(state, global_step, features, labels) -> dict``: model_fn in ``mode`` off the
         mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``'s SavedModel exports.
 
@@ -283,11 +343,12 @@ class StepEngine:
         TRAIN: ``loss`` and ``new_state`` (train_op, checked against ``state``); EVAL:
         ``loss`` and ``metrics`` (``{name: metric state}`` of this batch); TRAIN and
         EVAL also ``predictions`` (None, an array or a dict of arrays). host_call
-        tensors are never returned: no host function runs inside an export.
+        tensors are never returned: no host function runs inside an export. ``record``
+        gets each trace's SpecParts (for the export heads).
         """
 
         def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
-            parts = self._call(mode, state, step, key, features, labels)
+            parts = self._call(mode, state, step, key, features, labels, record=record)
             if mode == ModeKeys.PREDICT:
                 return {"heads": {head: out.tensors() for head, out in parts.export_outputs.items()}}
             out = {"loss": parts.loss, "predictions": parts.predictions}

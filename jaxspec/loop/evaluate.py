@@ -80,7 +80,7 @@ def _run_evaluate(
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         raise ValueError("evaluate: input_fn gave no data.")
-    call = phase.call
+    call = phase.state
     if call.restored_step is None:
         _log.info("No checkpoint in %s; evaluating the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
@@ -113,7 +113,7 @@ def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any] | Non
     of loop k+1 follows ``after_run`` of loop k) with its exact loss. A stop requested at
     loop k drops loop k+1's results, as the train loop does.
     """
-    call = phase.call
+    call, loop = phase.state, phase.loop
     pipelined = phase.can_work_ahead()
     asked = 0  # steps asked of the input so far (loops dispatched)
 
@@ -127,13 +127,14 @@ def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any] | Non
         asked += n
         if before_run:
             runner.before_run()
-        return n, call.run(*args)
+        return n, loop.dispatch(call.state, call.global_step, *args)
 
     totals: dict[str, Any] | None = None
     done = 0
     current = dispatch(True)
     while current is not None:
-        n, (states, host, hook_values) = current
+        n, out = current
+        states, host, hook_values = out.metric_states, out.host, out.hook_values
         ahead, deferred = None, None
         if pipelined:
             try:

@@ -12,9 +12,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.compiled_call import CompiledCall, ModeCache
 from jaxspec.loop.plan import RunPlan
+from jaxspec.loop.state_lifecycle import StateLifecycle
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
@@ -63,17 +64,19 @@ def export_source(
     engine = StepEngine(
         plan.model_fn, {m: plan.params_for_model_fn() for m in ModeKeys.all()}, plan.config, None
     )
-    call = CompiledCall(plan, ModeCache(engine, plan.mode), examples[modes[0]], checkpoint_path)
+    call = StateLifecycle(plan, engine, examples[modes[0]], checkpoint_path)
     if call.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {plan.model_dir}.")
-    call.create_state()  # every process restores (Orbax reads collectively)
+    call.create_state(examples[modes[0]], None)  # every process restores (Orbax reads collectively)
     if jax.process_index() != 0:
         _log.info("Export is written by process 0; process %d returns None.", jax.process_index())
         return None
+    traced: list[SpecParts] = []
     fns = {mode: engine.export_fn(mode, call.step_key) for mode in modes}
     heads = None
     if ModeKeys.PREDICT in fns:
         features, _ = examples[ModeKeys.PREDICT]
-        jax.eval_shape(fns[ModeKeys.PREDICT], call.state, jnp.zeros((), jnp.int32), features, None)
-        heads = engine.parts[ModeKeys.PREDICT].export_outputs
+        predict = engine.export_fn(ModeKeys.PREDICT, call.step_key, record=traced.append)
+        jax.eval_shape(predict, call.state, jnp.zeros((), jnp.int32), features, None)
+        heads = traced[0].export_outputs
     return ExportSource(call.state, call.restored_step, fns, heads)

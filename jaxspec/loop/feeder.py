@@ -135,6 +135,10 @@ class StepFeeder:
         """Return a step read with ``next_step`` so the next call yields it again."""
         self._pending = step
 
+    def peek_step(self) -> tuple[Batch, np.ndarray] | None:
+        """The step ``push_back`` returned, still unread (None when there is none)."""
+        return self._pending
+
     def next_step(self) -> tuple[Batch, np.ndarray] | None:
         """The next step's global host batch and mask, or None when the input is done."""
         if self._pending is not None:

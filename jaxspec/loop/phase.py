@@ -1,4 +1,5 @@
-"""What train, evaluate and predict share: input_fn, feeder, engine, compiled call, hooks."""
+"""What train, evaluate and predict share: input_fn, feeder, engine, state lifecycle,
+compiled loop, hooks."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ from jaxspec._fn_args import call_with_declared
 from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_replicas, num_replicas
 from jaxspec.engine.multihost import agree
+from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
-from jaxspec.loop.compiled_call import CompiledCall, mode_cache
+from jaxspec.loop.compiled_loop import CompiledLoop
+from jaxspec.loop.data_position import DataPosition
 from jaxspec.loop.feeder import StepFeeder
 from jaxspec.loop.hook_runner import HookRunner
 from jaxspec.loop.host_call import run_host_calls
 from jaxspec.loop.inputs import interleave, iterate_batches
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.prefetch import GroupPrefetcher
+from jaxspec.loop.state_lifecycle import StateLifecycle
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.tpu_context import TPUContext
@@ -38,13 +42,19 @@ class Phase:
     """One ``train``/``evaluate``/``predict`` call, run from its RunPlan.
 
     ``start(input_fn)`` calls input_fn once (with the ``mode``, ``params`` and ``config``
-    it declares), reads the first step, builds the StepEngine and the CompiledCall and
-    traces model_fn, so the spec's hooks exist before the first step runs;
-    ``begin(hooks)`` then runs the preamble every call shares (hooks' ``begin``, restore
-    or create the state, ``after_create_session``).
+    it declares), reads the first step, builds the StepEngine, the StateLifecycle
+    (``self.state``) and the CompiledLoop (``self.loop``) and traces model_fn, so the
+    spec's hooks (``self.parts``) exist before the first step runs; ``begin(hooks)`` then
+    runs the preamble every call shares (hooks' ``begin``, restore or create the state,
+    ``after_create_session``).
+
+    Args:
+      plan: the call's RunPlan.
+      position: TRAIN: the DataPosition that checkpoints save the input's position
+        with, or None.
     """
 
-    def __init__(self, plan: RunPlan) -> None:
+    def __init__(self, plan: RunPlan, position: DataPosition | None = None) -> None:
         self.plan = plan
         self.mode = plan.mode
         self.store = plan.store
@@ -52,11 +62,13 @@ class Phase:
         self.iterations_per_loop = plan.iterations_per_loop  # a duration resizes it after loop 2
         self.global_batch_size = plan.global_batch_size
         self.feeder: StepFeeder | None = None
-        self.call: CompiledCall | None = None
+        self.state: StateLifecycle | None = None
+        self.loop: CompiledLoop | None = None
+        self.parts: SpecParts | None = None
         self._prefetcher: GroupPrefetcher | None = None
         self._prefetch_sizes: Callable[[int], int] | None = None  # set by prefetch()
         self._steps_read: int | None = None  # steps of the first group (None: not read, or input ended)
-        self.position: Any = None  # TRAIN: a data_position.DataPosition, set by run_train
+        self.position = position
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
         """input_fn's params: the plan's (with its per-pipeline ``batch_size``) and, on
@@ -115,9 +127,9 @@ class Phase:
             return False
         if first is None:
             raise ValueError("input_fn gave no data on this process while others have some.")
-        self.feeder.push_back(first)
-        cache = mode_cache(
-            plan,
+        self.feeder.push_back(first)  # begin() gives it to init_fn; the first loop reads it
+        cache = plan.compile_cache.mode(
+            plan.mode,
             lambda: StepEngine(
                 plan.model_fn,
                 {self.mode: plan.params_for_model_fn()},
@@ -127,20 +139,22 @@ class Phase:
                 partition_rules=plan.partition_rules,
             ),
         )
-        self.call = CompiledCall(plan, cache, first[0], checkpoint_path)
+        self.state = StateLifecycle(plan, cache.engine, first[0], checkpoint_path)
+        self.loop = CompiledLoop(cache, self.state.abstract_state, self.state.step_key)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
-        self.call.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
+        self.parts = self.loop.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
 
     def begin(self, hooks: Any, after: list[SessionRunHook] | tuple[()] = ()) -> HookRunner:
         """The preamble of every call: the user's ``hooks``, the spec's hooks (chief-only
         ones on process 0) and ``after`` in a HookRunner; ``begin()`` on each; the state
         restored or created; ``after_create_session`` on each. Returns the runner."""
-        parts = self.call.parts
+        parts = self.parts
         runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks), after=after)
         runner.begin()
-        self.call.create_state()
-        runner.after_create_session(self.call.state, self.call.global_step)
+        batch, _ = self.feeder.peek_step()  # the first step, still unread by the loop
+        self.state.create_state(batch, parts.scaffold)
+        runner.after_create_session(self.state.state, self.state.global_step)
         return runner
 
     def next_group(self, max_steps: int) -> tuple[tuple[Any, ...], np.ndarray, int] | None:
@@ -212,7 +226,7 @@ class Phase:
         """This loop's host_call functions, once per step in step order (see
         ``jaxspec.loop.host_call.run_host_calls``); ``first_step`` is given in TRAIN."""
         if first_step is None:  # EVAL/PREDICT: the global step does not move
-            run_host_calls(self.call.parts.host_calls, host, n, self.mode, self.call.global_step, 1, False)
+            run_host_calls(self.parts.host_calls, host, n, self.mode, self.state.global_step, 1, False)
         else:
             every = self.plan.host_call_every_n_steps
-            run_host_calls(self.call.parts.host_calls, host, n, self.mode, first_step, every, True)
+            run_host_calls(self.parts.host_calls, host, n, self.mode, first_step, every, True)

@@ -12,6 +12,7 @@ from typing import Any
 from jax.sharding import Mesh
 
 from jaxspec.config import InputPipelineConfig
+from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.store.checkpoints import CheckpointStore
 
@@ -27,7 +28,7 @@ class RunPlan:
     """An immutable description of one call of an Estimator.
 
     Each Estimator builds its plans in one method (``Estimator._run_plan(mode)``;
-    TPUEstimator and NPUEstimator override only that); ``Phase``, ``Session`` and
+    TPUEstimator and NPUEstimator override only that); ``Phase`` and
     ``run_train`` / ``run_evaluate`` / ``run_predict`` read everything from the plan.
 
     Attributes:
@@ -52,8 +53,9 @@ class RunPlan:
         a multiple of this (``TPUConfig.experimental_host_call_every_n_steps``).
       partition_rules: ``(regex, PartitionSpec)`` pairs laying the state out over the
         mesh's ``'core'`` axis (see ``jaxspec.engine.partitioning``), or None.
-      compile_cache: a dict the Estimator keeps across calls (compiled executables and
-        the state's tree); the one mutable member, shared on purpose.
+      compile_cache: the EstimatorCache the Estimator keeps across calls (compiled
+        loops, the state's tree, the last call's state); the one mutable member, shared
+        on purpose.
     """
 
     mode: str
@@ -71,7 +73,9 @@ class RunPlan:
     warm_start: WarmStartSettings | None = None
     host_call_every_n_steps: int = 1
     partition_rules: Any = None
-    compile_cache: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    compile_cache: EstimatorCache = dataclasses.field(
+        default_factory=EstimatorCache, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_params", _frozen(self.input_params))

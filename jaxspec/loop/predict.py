@@ -75,7 +75,7 @@ def _run_predict(
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         return
-    call = phase.call
+    call, loop = phase.state, phase.loop
     if call.restored_step is None:
         _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
@@ -93,7 +93,7 @@ def _run_predict(
                 logged = done
             console.update(examples)
             runner.before_run()
-            preds, hook_values = call.run(*args)
+            preds, hook_values = loop.dispatch(call.state, call.global_step, *args)
             preds = _select(local_rows(preds), predict_keys)  # this process's rows
             last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
             values = last if isinstance(last, dict) else {"predictions": last}

@@ -130,12 +130,11 @@ def _run_train(
 ) -> None:
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, plan.config)
-    phase = Phase(plan)
-    latest = phase.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
+    latest = plan.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
     if max_steps is not None and latest is not None and latest >= max_steps:
         console.line("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
-    phase.position = data_position.DataPosition(phase.store, latest, plan.model_dir)
+    phase = Phase(plan, data_position.DataPosition(plan.store, latest, plan.model_dir))
     if not phase.start(input_fn):
         _log.info("input_fn gave no data; nothing to train.")
         return
@@ -146,15 +145,15 @@ def _run_train(
     hooks = list(hooks or ())
     own: list[SessionRunHook] = [progress]
     saver = None
-    if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(phase.call.parts.all_hooks)):
+    if not any(isinstance(h, CheckpointSaverHook) for h in hooks + list(phase.parts.all_hooks)):
         # each checkpoint keeps the input's position
-        extras = data_position.checkpoint_extras(phase.position, phase.feeder, phase.call.global_step)
+        extras = data_position.checkpoint_extras(phase.position, phase.feeder, phase.state.global_step)
         saver = _saver_hook(phase, listeners, extras)
         own.append(saver)  # as tf.estimator: only if none was given
     elif listeners:
         raise ValueError("saving_listeners need the Estimator's own CheckpointSaverHook; pass them to yours.")
     runner = phase.begin(hooks, after=own)
-    call = phase.call
+    call = phase.state
     last_step = _last_step(runner.hooks, call.global_step, steps, max_steps)
     console.set_total(None if last_step is None else last_step - call.global_step)
     try:
@@ -186,7 +185,7 @@ def _loops(
     while the host checks loop k's loss, calls its host functions and runs the hooks;
     a stop requested at loop k drops loop k+1's results, so every hook, log and
     checkpoint still sees exactly the steps that count."""
-    call = phase.call
+    call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
     pipelined = phase.can_work_ahead()
     loops, start, started_at = 0, call.global_step, time.perf_counter()
@@ -203,12 +202,13 @@ def _loops(
         args, _, n = group
         if before_run:
             runner.before_run()
-        return first, n, call.dispatch(state, first, *args)
+        return first, n, loop.dispatch(state, first, *args)
 
     current = dispatch(call.global_step, call.state, True)
     while current is not None:
         started = time.perf_counter()
-        first, n, (state, _, losses, host, hook_values) = current
+        first, n, out = current
+        state, losses, host, hook_values = out.state, out.losses, out.host, out.hook_values
         ahead, deferred = None, None
         if pipelined:
             try:

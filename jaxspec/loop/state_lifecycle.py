@@ -1,9 +1,9 @@
-"""One call's compiled loops and state: the loop lowered and compiled per input shape, the
-state restored or initialised, the global step and the random key."""
+"""One call's state lifecycle: the abstract state, the state restored from a checkpoint
+or made by init_fn (jitted, born sharded), warm start, the spec's Scaffold, and the state
+kept in memory between calls of one Estimator."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -15,20 +15,14 @@ import numpy as np
 
 from jaxspec._fn_args import call_with_declared
 from jaxspec._trees import shape_signature
-from jaxspec.engine.mesh import (
-    cores_per_replica,
-    partitioned_input_specs,
-    put_stacked,
-    replicated,
-    stacked_batch_sharding,
-)
 from jaxspec.engine.multihost import agree
 from jaxspec.engine.partitioning import put_state, state_shardings
-from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
+from jaxspec.loop.call_cache import EstimatorCache, LiveState
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.scaffold import Scaffold
 from jaxspec.store.checkpoints import SavedCheckpoint, as_saved
 
 _log = logging.getLogger("jaxspec")
@@ -49,44 +43,6 @@ def previous_treedef_matches(previous: Any, current: Any) -> bool:
     return previous.num_leaves == current.num_leaves and strip(previous) == strip(current)
 
 
-class ModeCache:
-    """What one Estimator keeps per mode across calls: the StepEngine (whose first trace
-    holds the spec's hooks, host functions and scaffold), the jitted loop, and the
-    loop lowered and compiled per input shape signature. A later call with the same
-    signature neither traces model_fn nor compiles."""
-
-    def __init__(self, engine: StepEngine, mode: str) -> None:
-        self.engine = engine
-        self.mode = mode
-        self._loop: Any = None
-        self.lowered: dict[Any, Any] = {}
-        self.compiled: dict[Any, Any] = {}
-
-    def loop(self, state_shardings: Any) -> Any:
-        """The jitted loop, built on first use for the state's shardings (the loop keeps
-        the state's layout; they are the same on every call of one Estimator)."""
-        if self._loop is None:
-            self.engine.state_shardings = state_shardings
-            self._loop = {
-                ModeKeys.TRAIN: self.engine.train_loop,
-                ModeKeys.EVAL: self.engine.eval_loop,
-                ModeKeys.PREDICT: self.engine.predict_loop,
-            }[self.mode]()
-        return self._loop
-
-
-@dataclasses.dataclass(frozen=True)
-class LiveState:
-    """The state a call ended with, kept on the Estimator so that the next call need not
-    read it back from disk: valid while the checkpoint of ``step`` on disk is the very
-    directory it was when recorded (``identity``: inode and mtime), on the same mesh."""
-
-    step: int
-    state: Any
-    mesh: Any
-    identity: tuple[int, int]
-
-
 def checkpoint_identity(path: str) -> tuple[int, int] | None:
     """(inode, mtime in ns) of a checkpoint step directory, or None when it is absent.
     Orbax writes a checkpoint under a temporary name and renames it when complete, so a
@@ -98,57 +54,35 @@ def checkpoint_identity(path: str) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
-def _keys(plan: RunPlan) -> tuple[Any, Any]:
-    """init_fn's and the steps' random keys, split from ``PRNGKey(tf_random_seed or 0)``
-    once per Estimator and seed (each call starts from the same keys, as a TF graph
-    built with the same seed)."""
-    keys = plan.compile_cache.setdefault("keys", {})
-    seed = plan.seed or 0
-    if seed not in keys:
-        keys[seed] = tuple(jax.random.split(jax.random.PRNGKey(seed)))
-    return keys[seed]
-
-
-def mode_cache(plan: RunPlan, make_engine: Any) -> ModeCache:
-    """The plan's ModeCache for its mode (created with ``make_engine()`` on first use)."""
-    caches = plan.compile_cache.setdefault("modes", {})
-    if plan.mode not in caches:
-        caches[plan.mode] = ModeCache(make_engine(), plan.mode)
-    return caches[plan.mode]
-
-
-class CompiledCall:
-    """The compiled loop and the state of one train/evaluate/predict call (or export).
+class StateLifecycle:
+    """The state of one train/evaluate/predict call (or export): which checkpoint it
+    restores, its abstract tree and shardings, the state itself and the global step.
 
     Args:
       plan: the call's RunPlan (mode, init_fn, checkpoint store, seed, warm start and
-        the Estimator's compile cache, which keeps compiled executables and the state's
-        tree across calls).
-      cache: the Estimator's ModeCache for this mode (engine, lowered and compiled loops).
-      first_batch: the first step's host ``(features, labels)`` (for init_fn and tracing).
+        the Estimator's cache, which keeps jitted init_fns, the state's tree and the
+        last call's state across calls).
+      engine: the mode's StepEngine (init_fn's params and config, partition rules, mesh).
+      first_batch: the first step's host ``(features, labels)``: init_fn's shapes.
       checkpoint_path: restore this checkpoint step directory instead of the latest.
     """
 
     def __init__(
-        self, plan: RunPlan, cache: ModeCache, first_batch: Any, checkpoint_path: str | None = None
+        self, plan: RunPlan, engine: StepEngine, first_batch: Any, checkpoint_path: str | None = None
     ) -> None:
-        self.engine = engine = cache.engine
+        self.engine = engine
         self.mode = plan.mode
         self.mesh = engine.mesh
-        self.init_key, self.step_key = _keys(plan)
-        self._cache = cache
-        self._shared = plan.compile_cache
+        self._shared: EstimatorCache = plan.compile_cache
+        self.init_key, self.step_key = self._shared.keys_for(plan.seed)
         self._init_fn = plan.init_fn
-        self._first_batch = first_batch
         self.store = plan.store
         self.checkpoint_path = checkpoint_path
         self.restored_step = self._checkpoint_step(checkpoint_path)
-        self.abstract_state = self._abstract_state()
+        self.abstract_state = self._abstract_state(first_batch)
         self.state_shardings = jax.tree.map(lambda s: s.sharding, self.abstract_state)
-        self._loop = cache.loop(self.state_shardings)
         self.state: Any = None
         self.global_step = self.restored_step or 0
-        self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         # As tf.estimator: warm start only when training from nothing.
         self.warm_start = plan.warm_start if plan.mode == ModeKeys.TRAIN else None
 
@@ -175,13 +109,13 @@ class CompiledCall:
 
         return init
 
-    def _call_init(self) -> Any:
+    def _call_init(self, first_batch: Any) -> Any:
         """init_fn's state from ``init_key`` and the first step's host features and labels."""
         return self._init_caller(self._init_fn, self.engine.params[self.mode], self.engine.config)(
-            self.init_key, *self._first_batch
+            self.init_key, *first_batch
         )
 
-    def _initial_state(self) -> Any:
+    def _initial_state(self, first_batch: Any) -> Any:
         """init_fn's state, compiled with ``jax.jit`` (a flax ``init`` run op by op is
         slow) with the state's shardings as output shardings, so each device computes and
         holds only its shards (born sharded).
@@ -195,9 +129,9 @@ class CompiledCall:
         constants on every call instead; one that cannot be traced at all runs as is.
         """
         treedef = jax.tree.structure(self.abstract_state)
-        inits = self._shared.setdefault("jitted_inits", {})
-        key = (self.mode, self.engine, self.mesh, shape_signature(self._first_batch))
-        features, labels = self._first_batch
+        inits = self._shared.jitted_inits
+        key = (self.mode, self.engine, self.mesh, shape_signature(first_batch))
+        features, labels = first_batch
         errors = (jax.errors.JAXTypeError, jax.errors.JAXIndexError, TypeError)
         if inits.get(key) is not False:
             if key not in inits:
@@ -208,23 +142,23 @@ class CompiledCall:
                 return jax.tree.unflatten(treedef, inits[key](self.init_key, features, labels))
             except errors:
                 inits[key] = False  # needs concrete inputs: the per-call jit below from now on
-        flat_init = lambda: jax.tree.leaves(self._call_init())  # noqa: E731
+        flat_init = lambda: jax.tree.leaves(self._call_init(first_batch))  # noqa: E731
         shardings = jax.tree.leaves(self.state_shardings)
         try:
             return jax.tree.unflatten(treedef, jax.jit(flat_init, out_shardings=shardings)())
         except errors:
-            return self._call_init()
+            return self._call_init(first_batch)
 
-    def _abstract_state(self) -> Any:
+    def _abstract_state(self, first_batch: Any) -> Any:
         """The state's shapes, from init_fn traced abstractly once per first-batch shape
         signature (and on or off the mesh). When they match the previous call's, that
         call's tree (and its pytree metadata, such as a TrainState's ``tx``) is reused,
         so its compiled executables still fit."""
-        key = (shape_signature(self._first_batch), self.mesh is None)
-        known = self._shared.setdefault("abstract_states", {})
+        key = (shape_signature(first_batch), self.mesh is None)
+        known = self._shared.abstract_states
         if key in known:
             return known[key]
-        shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init()))
+        shapes = jax.eval_shape(lambda: jax.tree.map(jnp.asarray, self._call_init(first_batch)))
         # Off the mesh the state lives on this process's first device (a checkpoint
         # written by a mesh of several processes is then restored locally); on the mesh
         # it is replicated, or laid out over 'core' by partition_rules / flax metadata.
@@ -234,7 +168,7 @@ class CompiledCall:
             for s, sh in zip(jax.tree.leaves(shapes), shardings, strict=True)
         ]
         treedef = jax.tree.structure(shapes)
-        previous = self._shared.get("state")
+        previous = self._shared.last_abstract_state
         if (
             previous is not None
             and [(x.shape, x.dtype) for x in jax.tree.leaves(previous)]
@@ -243,71 +177,17 @@ class CompiledCall:
         ):
             treedef = jax.tree.structure(previous)
         state = jax.tree.unflatten(treedef, leaves)
-        self._shared["state"] = known[key] = state
+        self._shared.last_abstract_state = known[key] = state
         return state
 
-    @property
-    def parts(self) -> SpecParts:
-        """The SpecParts of the first trace (hooks, host functions, scaffold)."""
-        return self.engine.parts[self.mode]
-
-    def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
-        """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
-        input_partition_dims splits them over 'core' (None otherwise)."""
-        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
-        if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
-            return None
-        return partitioned_input_specs(batch_args, dims)
-
-    def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Abstract loop arguments (with the shardings the real ones get) for batches
-        stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
-        batch_sharding = None
-        if self.mesh is not None:
-            batch_sharding = (
-                replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
-            )
-
-        def spec(x: Any, sharding: Any = batch_sharding) -> jax.ShapeDtypeStruct:
-            shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
-            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
-
-        step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
-        input_specs = self._input_specs(batch_args)
-        if input_specs is None:
-            batch = jax.tree.map(spec, batch_args)
-        else:
-            batch = jax.tree.map(
-                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
-            )
-        return (self.abstract_state, step, self.step_key, *batch)
-
-    def trace(self, steps: int, *batch_args: Any) -> None:
-        """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
-        stacked), so the spec's hooks and scaffold exist before the first step runs; the
-        lowering is compiled when a loop of that shape first runs."""
-        specs = self._specs(steps, batch_args)
-        sig = shape_signature(specs[3:])
-        if sig not in self._cache.compiled and sig not in self._cache.lowered:
-            self._cache.lowered[sig] = self._loop.lower(*specs)
-
-    def _compile(self, batch_args: tuple[Any, ...]) -> Any:
-        """The executable for these batch shapes, kept across calls of the same Estimator
-        (model_fn is traced once per mode and shape signature; XLA compiles once)."""
-        sig = shape_signature(batch_args)
-        compiled = self._cache.compiled.get(sig)
-        if compiled is None:
-            lowered = self._cache.lowered.pop(sig, None) or self._loop.lower(*self._specs(None, batch_args))
-            compiled = self._cache.compiled[sig] = lowered.compile()
-        return compiled
-
-    def create_state(self) -> None:
-        """Restore the checkpoint, or run init_fn, then warm start (``self.warm_start``),
-        then the spec's Scaffold.init_fn (as TF, both only when nothing is restored).
+    def create_state(self, first_batch: Any, scaffold: Scaffold | None) -> None:
+        """Restore the checkpoint, or run init_fn on ``first_batch`` (the first step's
+        host ``(features, labels)``), then warm start (``self.warm_start``), then
+        ``scaffold.init_fn`` (the spec's; as TF, both only when nothing is restored).
         A checkpoint that is the one the previous call ended with is not read again: that
         call's state, still in memory, is used (``remember``)."""
         if self._reuse_live_state():
-            self.state = self._shared["live"].state
+            self.state = self._shared.live.state
             return
         if self.checkpoint_path is not None:
             self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
@@ -319,10 +199,9 @@ class CompiledCall:
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
             self.remember(self.restored_step, restored=True)
             return
-        state = self._as_traced(self._initial_state())
+        state = self._as_traced(self._initial_state(first_batch))
         if self.warm_start is not None:
             state = self._as_traced(warm_start(state, self.warm_start))
-        scaffold = self.parts.scaffold
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))
         self.state = put_state(state, self.state_shardings)
@@ -334,7 +213,7 @@ class CompiledCall:
         """Whether the checkpoint this call restores is the previous call's state, still
         in memory (same step, same directory on disk, same mesh). Every process must
         agree, or none reuses it (a restore is collective)."""
-        live = self._shared.get("live")
+        live = self._shared.live
         ok = (
             live is not None
             and live.step == self.restored_step
@@ -354,7 +233,7 @@ class CompiledCall:
         does ``saved.saved`` when ``saved`` (the call's last save) was of this state."""
         identity = checkpoint_identity(self._checkpoint_dir(step))
         if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
-            self._shared.pop("live", None)  # several processes restore (collectively) instead
+            self._shared.live = None  # several processes restore (collectively) instead
             return
         if self.mesh is None or restored:
             state = self.state
@@ -362,7 +241,7 @@ class CompiledCall:
             state = saved.saved  # saved just now: already replica 0's copies
         else:
             state = as_saved(self.state)
-        self._shared["live"] = LiveState(step, state, self.mesh, identity)
+        self._shared.live = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:
         """``state``'s leaves in the tree the loop was compiled for (pytree metadata such
@@ -381,21 +260,3 @@ class CompiledCall:
             if tuple(np.shape(leaf)) != tuple(spec.shape):
                 raise ValueError(f"a state leaf has shape {np.shape(leaf)} where {spec.shape} was expected.")
         return jax.tree.unflatten(want, [_strong(x) for x in leaves])
-
-    def run(self, *host_args: Any) -> Any:
-        """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from the current
-        state and global step (asynchronously: JAX returns before the devices finish)."""
-        return self.dispatch(self.state, self.global_step, *host_args)
-
-    def dispatch(self, state: Any, global_step: int, *host_args: Any) -> Any:
-        """Run one compiled loop from ``state`` at ``global_step`` (which may be the
-        not yet computed outputs of the previous loop)."""
-        specs = self._input_specs(host_args)
-        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
-        if self._device_step is None or self._device_step[0] != global_step:
-            self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
-        out = self._compile(device_args)(state, self._device_step[1], self.step_key, *device_args)
-        if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
-            steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
-            self._device_step = (global_step + steps, out[1])
-        return out

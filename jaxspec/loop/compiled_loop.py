@@ -1,0 +1,130 @@
+"""One call's compiled loop: the one place where a loop is jitted, lowered, compiled per
+input shape and dispatched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxspec._trees import shape_signature
+from jaxspec.engine.mesh import (
+    cores_per_replica,
+    partitioned_input_specs,
+    put_stacked,
+    replicated,
+    stacked_batch_sharding,
+)
+from jaxspec.engine.spec_parts import SpecParts
+from jaxspec.engine.steps import LoopFn
+from jaxspec.loop.call_cache import ModeCache
+from jaxspec.mode_keys import ModeKeys
+
+
+def _jit(loop: LoopFn) -> Any:
+    """``jax.jit`` of an engine's loop (its ``out_shardings`` when it has them)."""
+    if loop.out_shardings is None:
+        return jax.jit(loop.fn)
+    return jax.jit(loop.fn, out_shardings=loop.out_shardings)
+
+
+class CompiledLoop:
+    """The compiled loop of one train/evaluate/predict call.
+
+    Args:
+      cache: the Estimator's ModeCache for this mode (engine, jitted, lowered and
+        compiled loops, the first trace's SpecParts).
+      abstract_state: the state's abstract tree (``jax.ShapeDtypeStruct`` leaves with
+        their shardings), which every loop of the call takes.
+      step_key: the steps' random key.
+    """
+
+    def __init__(self, cache: ModeCache, abstract_state: Any, step_key: Any) -> None:
+        self._cache = cache
+        self.engine = engine = cache.engine
+        self.mode = cache.mode
+        self.mesh = engine.mesh
+        self.abstract_state = abstract_state
+        self.step_key = step_key
+        self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
+        if cache.jitted is None:
+            # Built once per Estimator and mode, for the state's shardings (the loop keeps
+            # the state's layout; they are the same on every call of one Estimator).
+            shardings = jax.tree.map(lambda s: s.sharding, abstract_state)
+            cache.jitted = _jit(
+                {
+                    ModeKeys.TRAIN: lambda: engine.train_loop(shardings, cache.record),
+                    ModeKeys.EVAL: lambda: engine.eval_loop(cache.record),
+                    ModeKeys.PREDICT: lambda: engine.predict_loop(cache.record),
+                }[self.mode]()
+            )
+        self._jitted = cache.jitted
+
+    def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
+        """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
+        input_partition_dims splits them over 'core' (None otherwise)."""
+        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
+        if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
+            return None
+        return partitioned_input_specs(batch_args, dims)
+
+    def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Abstract loop arguments (with the shardings the real ones get) for batches
+        stacked ``[steps, ...]`` (``steps`` None: keep the leading size)."""
+        batch_sharding = None
+        if self.mesh is not None:
+            batch_sharding = (
+                replicated(self.mesh) if self.engine.broadcast else stacked_batch_sharding(self.mesh)
+            )
+
+        def spec(x: Any, sharding: Any = batch_sharding) -> jax.ShapeDtypeStruct:
+            shape = tuple(np.shape(x)) if steps is None else (steps,) + tuple(np.shape(x))[1:]
+            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=sharding)
+
+        step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
+        input_specs = self._input_specs(batch_args)
+        if input_specs is None:
+            batch = jax.tree.map(spec, batch_args)
+        else:
+            batch = jax.tree.map(
+                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
+            )
+        return (self.abstract_state, step, self.step_key, *batch)
+
+    def trace(self, steps: int, *batch_args: Any) -> SpecParts:
+        """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
+        stacked), so the spec's hooks and scaffold exist before the first step runs; the
+        lowering is compiled when a loop of that shape first runs. Returns the SpecParts
+        of the mode's first trace."""
+        specs = self._specs(steps, batch_args)
+        sig = shape_signature(specs[3:])
+        if sig not in self._cache.compiled and sig not in self._cache.lowered:
+            self._cache.lowered[sig] = self._jitted.lower(*specs)
+        return self._cache.parts
+
+    def _compile(self, batch_args: tuple[Any, ...]) -> Any:
+        """The executable for these batch shapes, kept across calls of the same Estimator
+        (model_fn is traced once per mode and shape signature; XLA compiles once)."""
+        sig = shape_signature(batch_args)
+        compiled = self._cache.compiled.get(sig)
+        if compiled is None:
+            lowered = self._cache.lowered.pop(sig, None) or self._jitted.lower(*self._specs(None, batch_args))
+            compiled = self._cache.compiled[sig] = lowered.compile()
+        return compiled
+
+    def dispatch(self, state: Any, global_step: int, *host_args: Any) -> Any:
+        """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
+        ``global_step`` (which may be the not yet computed outputs of the previous loop),
+        asynchronously: JAX returns before the devices finish. Returns the engine's
+        TrainLoopOut, EvalLoopOut or PredictLoopOut."""
+        specs = self._input_specs(host_args)
+        device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
+        if self._device_step is None or self._device_step[0] != global_step:
+            self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
+        out = self._compile(device_args)(state, self._device_step[1], self.step_key, *device_args)
+        if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
+            steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
+            self._device_step = (global_step + steps, out.step)
+        return out
