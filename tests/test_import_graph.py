@@ -1,4 +1,7 @@
-"""The module import graphs of jaxspec and of tf_bridge have no cycle.
+"""The module import graphs of jaxspec and of tf_bridge have no cycle, neither between
+modules nor between subpackages (``jaxspec.loop`` -> ``jaxspec.hooks`` -> ``jaxspec.loop``
+is a cycle even when no single module closes it; a module directly in the package counts
+as a unit of its own).
 
 Every import counts, module-level or inside a function (a lazy import that closes a
 cycle is still a cycle); only imports under ``if TYPE_CHECKING:`` are skipped, since
@@ -62,15 +65,31 @@ def _imports(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) ->
     return found
 
 
-def _cycles(package: str) -> list[list[str]]:
+def _graph(package: str) -> dict[str, set[str]]:
     modules = _modules(package)
-    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _unit(name: str) -> str:
+    """``jaxspec.loop.train`` -> ``jaxspec.loop``; ``jaxspec.config`` stays itself."""
+    return ".".join(name.split(".")[:2])
+
+
+def _unit_graph(package: str) -> dict[str, set[str]]:
+    units: dict[str, set[str]] = {}
+    for name, targets in _graph(package).items():
+        edges = units.setdefault(_unit(name), set())
+        edges.update(_unit(t) for t in targets if _unit(t) != _unit(name))
+    return units
+
+
+def _find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     cycles, state = [], {}  # state: 1 = on the DFS stack, 2 = done
 
     def visit(node: str, stack: list[str]) -> None:
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
@@ -84,10 +103,29 @@ def _cycles(package: str) -> list[list[str]]:
     return cycles
 
 
+def _cycles(package: str) -> list[list[str]]:
+    return _find_cycles(_graph(package))
+
+
 @pytest.mark.parametrize("package", ["jaxspec", "tf_bridge"])
 def test_no_import_cycle(package: str) -> None:
     cycles = _cycles(package)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", ["jaxspec", "tf_bridge"])
+def test_no_cycle_between_subpackages(package: str) -> None:
+    cycles = _find_cycles(_unit_graph(package))
+    assert not cycles, "subpackage cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_layers_below_hooks_and_loop() -> None:
+    """DESIGN's layer table: storage imports neither hooks nor loop; hooks do not import
+    the loop or the facades."""
+    units = _unit_graph("jaxspec")
+    assert not units["jaxspec.store"] & {"jaxspec.hooks", "jaxspec.loop"}
+    assert not units["jaxspec.hooks"] & {"jaxspec.loop", "jaxspec.estimator"}
+    assert "jaxspec.store" in units["jaxspec.hooks"] and "jaxspec.hooks" in units["jaxspec.loop"]
 
 
 def test_the_walk_sees_real_edges() -> None:
@@ -107,6 +145,25 @@ def test_the_walk_sees_a_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.Monke
     (pkg / "b.py").write_text("def f():\n    from cyc import a\n    return a\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert _cycles("cyc") == [["cyc.a", "cyc.b", "cyc.a"]]
+
+
+def test_the_walk_sees_a_subpackage_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two subpackages that import each other through different modules: no module
+    cycle, one subpackage cycle."""
+    for path, text in {
+        "sub/__init__.py": "",
+        "sub/p/__init__.py": "",
+        "sub/p/x.py": "from sub.q.y import g\n",
+        "sub/p/w.py": "",
+        "sub/q/__init__.py": "",
+        "sub/q/y.py": "def g():\n    return 1\n",
+        "sub/q/z.py": "from sub.p import w\n",
+    }.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert _cycles("sub") == []
+    assert _find_cycles(_unit_graph("sub")) == [["sub.p", "sub.q", "sub.p"]]
 
 
 def test_jaxspec_lazy_imports_of_tf_bridge_are_explained() -> None:

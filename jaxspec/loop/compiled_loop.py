@@ -18,7 +18,7 @@ from jaxspec.engine.mesh import (
     stacked_batch_sharding,
 )
 from jaxspec.engine.spec_parts import SpecParts
-from jaxspec.engine.steps import LoopFn
+from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.mode_keys import ModeKeys
 
@@ -114,7 +114,9 @@ class CompiledLoop:
             compiled = self._cache.compiled[sig] = lowered.compile()
         return compiled
 
-    def dispatch(self, state: Any, global_step: int, *host_args: Any) -> Any:
+    def dispatch(
+        self, state: Any, global_step: int, *host_args: Any
+    ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),
         asynchronously: JAX returns before the devices finish. Returns the engine's

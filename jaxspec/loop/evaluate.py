@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -13,9 +14,11 @@ from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
 from jaxspec.loop import console
-from jaxspec.loop.hook_runner import last_step_values
+from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
+from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.store import summaries
 
 _log = logging.getLogger("jaxspec")
@@ -63,7 +66,12 @@ def eval_dir(model_dir: str, name: str | None) -> str:
 
 
 def run_evaluate(
-    plan: RunPlan, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+    plan: RunPlan,
+    input_fn: InputFn,
+    steps: int | None,
+    hooks: Hooks,
+    checkpoint_path: str | None,
+    name: str | None,
 ) -> dict[str, Any]:
     """Body of ``Estimator.evaluate``; see there."""
     with console.running("evaluate", total=steps, unit="batches"):
@@ -71,7 +79,12 @@ def run_evaluate(
 
 
 def _run_evaluate(
-    plan: RunPlan, input_fn: Any, steps: Any, hooks: Any, checkpoint_path: Any, name: Any
+    plan: RunPlan,
+    input_fn: InputFn,
+    steps: int | None,
+    hooks: Hooks,
+    checkpoint_path: str | None,
+    name: str | None,
 ) -> dict[str, Any]:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
@@ -104,57 +117,40 @@ def _run_evaluate(
     return results
 
 
-def _loops(phase: Phase, runner: Any, steps: int | None) -> dict[str, Any] | None:
+def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any] | None:
     """Run the eval loops; the metric states merged over every batch that counts.
 
-    Loop k+1 is dispatched before loop k's results are read (when ``phase.can_work_ahead()``),
-    so the devices work while the host merges loop k's states, runs its host functions,
-    reads its loss and runs the hooks; hooks still see each loop in order (``before_run``
-    of loop k+1 follows ``after_run`` of loop k) with its exact loss. A stop requested at
-    loop k drops loop k+1's results, as the train loop does.
+    Loops are dispatched ahead when ``phase.can_work_ahead()`` (see
+    ``jaxspec.loop.pipeline``): the devices work while the host merges loop k's states,
+    runs its host functions, reads its loss and runs the hooks, which still see each loop
+    in order with its exact loss.
     """
     call, loop = phase.state, phase.loop
-    pipelined = phase.can_work_ahead()
     asked = 0  # steps asked of the input so far (loops dispatched)
+    totals: dict[str, Any] | None = None
+    done = 0
 
-    def dispatch(before_run: bool) -> tuple[int, Any] | None:
+    def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         nonlocal asked
         n = phase.iterations_per_loop if steps is None else min(phase.iterations_per_loop, steps - asked)
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
-        args, _, n = group
-        asked += n
-        if before_run:
-            runner.before_run()
-        return n, loop.dispatch(call.state, call.global_step, *args)
+        first, asked = asked, asked + group.steps
+        if before_run is not None:
+            before_run()
+        return InFlight(first, group.steps, loop.dispatch(call.state, call.global_step, *group.args))
 
-    totals: dict[str, Any] | None = None
-    done = 0
-    current = dispatch(True)
-    while current is not None:
-        n, out = current
-        states, host, hook_values = out.metric_states, out.host, out.hook_values
-        ahead, deferred = None, None
-        if pipelined:
-            try:
-                ahead = dispatch(False)  # its before_run follows this loop's after_run
-            except Exception as err:  # input_fn's error: raised once this loop is accounted for
-                deferred = err
-        totals = states if totals is None else _merge(totals, states)
-        phase.host_calls(host, n)
+    def account(current: InFlight) -> bool:
+        nonlocal totals, done
+        n, out = current.steps, current.out
+        totals = out.metric_states if totals is None else _merge(totals, out.metric_states)
+        phase.host_calls(out.host, n)
         done += n
         console.eval_progress(done - n, done, steps)
-        loss = _host_mean(states["loss"])
-        if runner.after_run({"loss": loss}, call.state, call.global_step, last_step_values(hook_values)):
-            break  # a loop dispatched ahead is dropped
-        if deferred is not None:
-            raise deferred
-        if not pipelined:
-            current = dispatch(True)
-        elif ahead is not None:
-            runner.before_run()
-            current = ahead
-        else:
-            current = None
+        loss = _host_mean(out.metric_states["loss"])
+        values = last_step_values(out.hook_values)
+        return bool(runner.after_run({"loss": loss}, call.state, call.global_step, values))
+
+    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
     return totals

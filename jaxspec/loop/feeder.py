@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -14,6 +15,20 @@ from jaxspec.loop.short_batch import SPLIT, exact_loss_steps
 from jaxspec.mode_keys import ModeKeys
 
 _log = logging.getLogger("jaxspec")
+
+
+class StepGroup(NamedTuple):
+    """Consecutive steps of one shape, stacked on a new axis 0.
+
+    Attributes:
+      batch: ``(features, labels)``, arrays ``[N, B, ...]`` (host, numpy).
+      mask: ``[N, B]``: 1 for a real row, 0 for padding (> 1: a short batch's loss weight).
+      steps: N.
+    """
+
+    batch: Batch
+    mask: np.ndarray
+    steps: int
 
 
 class _ShortTrainingBatch(Exception):
@@ -192,7 +207,7 @@ class StepFeeder:
             parts += [(template, np.zeros_like(parts[0][1]))] * (self._replicas - len(parts))
         return _concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
-    def next_group(self, max_steps: int) -> tuple[Batch, np.ndarray, int] | None:
+    def next_group(self, max_steps: int) -> StepGroup | None:
         """Up to ``max_steps`` consecutive steps of one shape, stacked on a new axis 0.
 
         Returns ``((features, labels) [N, B, ...], mask [N, B], N)`` or None at the end.
@@ -204,12 +219,10 @@ class StepFeeder:
             group = self._split_group(first)
         else:
             group = self._stacked_group(first, max_steps)
-        self._last = group[:2]
+        self._last = (group.batch, group.mask)
         return group
 
-    def _stacked_group(
-        self, first: tuple[Batch, np.ndarray], max_steps: int
-    ) -> tuple[Batch, np.ndarray, int]:
+    def _stacked_group(self, first: tuple[Batch, np.ndarray], max_steps: int) -> StepGroup:
         """``first`` and up to ``max_steps - 1`` following steps of its shape, each copied
         into the stacked arrays as soon as it is read (the input may reuse its buffers for
         the next batch). The arrays are allocated for ``max_steps`` (untouched pages cost
@@ -237,16 +250,16 @@ class StepFeeder:
                 o[n] = x
             n += 1
         batch, mask = jax.tree.unflatten(treedef, [o[:n] for o in out])
-        return batch, mask, n
+        return StepGroup(batch, mask, n)
 
-    def _split_group(self, first: tuple[Batch, np.ndarray]) -> tuple[Batch, np.ndarray, int]:
+    def _split_group(self, first: tuple[Batch, np.ndarray]) -> StepGroup:
         """The steps of one short batch split for an exact eval loss (``first`` and the
         queued ones, which ``exact_loss_steps`` made as new arrays): a loop of their own."""
         group = [first]
         while self._queued:
             group.append(self.next_step())
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
-        return batch, np.stack([g[1] for g in group]), len(group)
+        return StepGroup(batch, np.stack([g[1] for g in group]), len(group))
 
     def _template(self) -> tuple[Batch, np.ndarray]:
         """One all-zero step shaped like the last group's (for padding)."""
@@ -259,7 +272,7 @@ class StepFeeder:
         grow = lambda x, t: np.concatenate([x, np.repeat(t, extra, axis=0)])  # noqa: E731
         return jax.tree.map(grow, batch, tb), grow(mask, tm)
 
-    def empty_group(self, steps: int) -> tuple[Batch, np.ndarray, int]:
+    def empty_group(self, steps: int) -> StepGroup:
         """A group of zero steps shaped like the last one (to be padded by pad_group)."""
         tb, tm = self._template()
-        return jax.tree.map(lambda x: x[:0], tb), tm[:0], steps
+        return StepGroup(jax.tree.map(lambda x: x[:0], tb), tm[:0], steps)

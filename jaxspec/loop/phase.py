@@ -4,7 +4,7 @@ compiled loop, hooks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -25,6 +25,7 @@ from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.prefetch import GroupPrefetcher
 from jaxspec.loop.state_lifecycle import StateLifecycle
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.tpu_context import TPUContext
 
@@ -36,6 +37,16 @@ def _host_args(mode: str, batch: Any, mask: Any) -> tuple[Any, ...]:
     if mode == ModeKeys.EVAL:
         return (features, labels, mask)
     return (features,)
+
+
+class LoopInput(NamedTuple):
+    """One loop's host input: ``args`` (the loop's batch arguments, stacked ``[N, B,
+    ...]``: TRAIN ``(features, labels)``, EVAL ``(features, labels, mask)``, PREDICT
+    ``(features,)``), ``mask`` ``[N, B]`` and ``steps`` (N)."""
+
+    args: tuple[Any, ...]
+    mask: np.ndarray
+    steps: int
 
 
 class Phase:
@@ -96,7 +107,7 @@ class Phase:
         """This process's replicas in the mesh (the first device of each), in mesh order."""
         return local_replica_devices(self.mesh)
 
-    def _batches(self, input_fn: Any) -> tuple[Iterator[Any], int | None]:
+    def _batches(self, input_fn: InputFn) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
         and the rows of a full input batch."""
         per_shard = self.plan.input_pipeline == InputPipelineConfig.PER_SHARD_V1
@@ -114,7 +125,7 @@ class Phase:
             batches = ((features, None) for features, _ in batches)
         return batches, params.get("batch_size") if self.mesh is not None else None
 
-    def start(self, input_fn: Any, checkpoint_path: str | None = None) -> bool:
+    def start(self, input_fn: InputFn, checkpoint_path: str | None = None) -> bool:
         """Prepare the phase; False when input_fn gives no data at all (on every process)."""
         plan = self.plan
         batches, batch_size = self._batches(input_fn)
@@ -145,7 +156,7 @@ class Phase:
         self.parts = self.loop.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
 
-    def begin(self, hooks: Any, after: list[SessionRunHook] | tuple[()] = ()) -> HookRunner:
+    def begin(self, hooks: Hooks, after: list[SessionRunHook] | tuple[()] = ()) -> HookRunner:
         """The preamble of every call: the user's ``hooks``, the spec's hooks (chief-only
         ones on process 0) and ``after`` in a HookRunner; ``begin()`` on each; the state
         restored or created; ``after_create_session`` on each. Returns the runner."""
@@ -157,7 +168,7 @@ class Phase:
         runner.after_create_session(self.state.state, self.state.global_step)
         return runner
 
-    def next_group(self, max_steps: int) -> tuple[tuple[Any, ...], np.ndarray, int] | None:
+    def next_group(self, max_steps: int) -> LoopInput | None:
         """The next stacked host arguments for the loop, their mask and step count.
 
         With several processes they agree on the step count: the minimum in TRAIN (a
@@ -181,7 +192,7 @@ class Phase:
             batch, mask = jax.tree.map(lambda x: x[:n], (batch, mask))
         elif n_local < n:
             batch, mask = self.feeder.pad_group(batch, mask, n)
-        return _host_args(self.mode, batch, mask), mask, n
+        return LoopInput(_host_args(self.mode, batch, mask), mask, n)
 
     def can_work_ahead(self) -> bool:
         """Whether input may be read, and training loops dispatched, ahead of the loop the

@@ -14,6 +14,7 @@ from jaxspec.loop import console
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
+from jaxspec.spec.fn_types import Hooks, InputFn
 
 _log = logging.getLogger("jaxspec")
 
@@ -53,9 +54,9 @@ def _real_rows(preds: Any, step: int, real: np.ndarray, single: bool) -> Any:
 
 def run_predict(
     plan: RunPlan,
-    input_fn: Any,
+    input_fn: InputFn,
     predict_keys: Any,
-    hooks: Any,
+    hooks: Hooks,
     checkpoint_path: Any,
     yield_single_examples: bool,
 ) -> Iterator[Any]:
@@ -66,9 +67,9 @@ def run_predict(
 
 def _run_predict(
     plan: RunPlan,
-    input_fn: Any,
+    input_fn: InputFn,
     predict_keys: Any,
-    hooks: Any,
+    hooks: Hooks,
     checkpoint_path: Any,
     yield_single_examples: bool,
 ) -> Iterator[Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,10 @@ from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListene
 from jaxspec.loop import console, data_position
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
+from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
+from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.store import summaries
 from jaxspec.store.summaries import write_scalars
@@ -118,7 +121,12 @@ def _last_step(hooks: list[Any], start: int, steps: Any, max_steps: Any) -> int 
 
 
 def run_train(
-    plan: RunPlan, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
+    plan: RunPlan,
+    input_fn: InputFn,
+    hooks: Hooks,
+    steps: int | None,
+    max_steps: int | None,
+    saving_listeners: Any,
 ) -> None:
     """Body of ``Estimator.train``, run from the Estimator's TRAIN plan; see there."""
     with console.running("train", unit="steps"):
@@ -126,7 +134,12 @@ def run_train(
 
 
 def _run_train(
-    plan: RunPlan, input_fn: Any, hooks: Any, steps: Any, max_steps: Any, saving_listeners: Any
+    plan: RunPlan,
+    input_fn: InputFn,
+    hooks: Hooks,
+    steps: int | None,
+    max_steps: int | None,
+    saving_listeners: Any,
 ) -> None:
     check_steps(steps, max_steps)
     listeners = _check_listeners(saving_listeners, plan.config)
@@ -180,17 +193,18 @@ def _loops(
     last_step: int | None,
     preemption: PreemptionWatcher,
 ) -> None:
-    """Run the training loops. Loop k+1 is dispatched before loop k's results are read
-    (one process, loops of a fixed size, no saved input position), so the devices work
-    while the host checks loop k's loss, calls its host functions and runs the hooks;
-    a stop requested at loop k drops loop k+1's results, so every hook, log and
-    checkpoint still sees exactly the steps that count."""
+    """Run the training loops, dispatched ahead when ``phase.can_work_ahead()`` (one
+    process, loops of a fixed size, no saved input position): see
+    ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed."""
     call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
-    pipelined = phase.can_work_ahead()
     loops, start, started_at = 0, call.global_step, time.perf_counter()
 
-    def dispatch(first: int, state: Any, before_run: bool) -> tuple[int, int, Any] | None:
+    def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
+        if previous is None:
+            first, state = call.global_step, call.state
+        else:
+            first, state = previous.first + previous.steps, previous.out.state
         n = (
             phase.iterations_per_loop
             if last_step is None
@@ -199,49 +213,33 @@ def _loops(
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
-        args, _, n = group
-        if before_run:
-            runner.before_run()
-        return first, n, loop.dispatch(state, first, *args)
+        if before_run is not None:
+            before_run()
+        return InFlight(first, group.steps, loop.dispatch(state, first, *group.args))
 
-    current = dispatch(call.global_step, call.state, True)
-    while current is not None:
+    def account(current: InFlight) -> bool:
+        nonlocal loops
         started = time.perf_counter()
         first, n, out = current
-        state, losses, host, hook_values = out.state, out.losses, out.host, out.hook_values
-        ahead, deferred = None, None
-        if pipelined:
-            try:
-                ahead = dispatch(first + n, state, False)  # its before_run follows this after_run
-            except Exception as err:  # input_fn's error: raised once loop k is accounted for
-                deferred = err
-        losses = to_host(losses)  # [steps, replicas]
+        losses = to_host(out.losses)  # [steps, replicas]
         losses = losses[:, 0] if losses.shape[1] == 1 else losses.mean(axis=1)
         if np.isnan(losses).any():
             raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
-        call.state, call.global_step = state, first + n
-        phase.host_calls(host, n, first)
+        call.state, call.global_step = out.state, first + n
+        phase.host_calls(out.host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
         if console.has_bar():
             rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
             console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
         stop = runner.after_run(
-            {"loss": losses[-1]}, call.state, call.global_step, last_step_values(hook_values)
+            {"loss": losses[-1]}, call.state, call.global_step, last_step_values(out.hook_values)
         )
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
             per_step = (time.perf_counter() - started) / n
             phase.iterations_per_loop = max(1, min(100_000, int(duration / max(per_step, 1e-9))))
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
-        if stop or preemption.triggered:
-            break  # a loop dispatched ahead is dropped: the state stays at this step
-        if deferred is not None:
-            raise deferred
-        if not pipelined:
-            current = dispatch(call.global_step, call.state, True)
-        elif ahead is not None:
-            runner.before_run()
-            current = ahead
-        else:
-            current = None
+        return bool(stop) or preemption.triggered  # a stop keeps the state at this step
+
+    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())

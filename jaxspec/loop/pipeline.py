@@ -1,0 +1,77 @@
+"""The dispatch-ahead loop skeleton that train and evaluate share.
+
+Loop k+1 is dispatched before loop k's results are read (when the call may work ahead),
+so the devices work while the host handles loop k (its loss, host functions, hooks).
+The bookkeeping that keeps this invisible to hooks lives here, once:
+
+- hooks see each loop in order: ``before_run`` of loop k+1 follows ``after_run`` of
+  loop k, even though loop k+1 was dispatched earlier;
+- an error reading loop k+1's input is raised only once loop k is accounted for (its
+  hooks, logs and checkpoints have seen it);
+- a stop requested at loop k drops loop k+1's results, so every hook, log and
+  checkpoint sees exactly the steps that count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+
+class InFlight(NamedTuple):
+    """One dispatched loop.
+
+    Attributes:
+      first: the steps before it (in TRAIN, its first global step).
+      steps: its step count.
+      out: what the compiled loop returned (a TrainLoopOut or EvalLoopOut, still being
+        computed on the devices).
+    """
+
+    first: int
+    steps: int
+    out: Any
+
+
+# ``dispatch(previous, before_run)``: read the next loop's input and dispatch it after
+# ``previous`` (None for the first loop; the one whose outputs it may start from), calling
+# ``before_run`` (when not None) between reading and dispatching. None: no more input.
+Dispatch = Callable[[InFlight | None, Callable[[], None] | None], InFlight | None]
+# ``account(loop)``: handle a loop's results (hooks' after_run included); True to stop.
+Account = Callable[[InFlight], bool]
+
+
+def run_pipelined(
+    dispatch: Dispatch, account: Account, before_run: Callable[[], None], pipelined: bool
+) -> None:
+    """Run loops until the input ends or ``account`` asks to stop.
+
+    Args:
+      dispatch: reads the next loop's input and dispatches it (see ``Dispatch``).
+      account: handles one loop's results, in order; returns True to stop.
+      before_run: the hooks' ``before_run`` for the next loop.
+      pipelined: dispatch loop k+1 before accounting for loop k.
+
+    Raises:
+      Whatever ``dispatch`` or ``account`` raise; an error of the dispatch ahead only
+      after the loop before it is accounted for, and never after a stop.
+    """
+    current = dispatch(None, before_run)
+    while current is not None:
+        ahead, deferred = None, None
+        if pipelined:
+            try:
+                ahead = dispatch(current, None)  # its before_run follows this loop's after_run
+            except Exception as err:  # input_fn's error: raised once this loop is accounted for
+                deferred = err
+        if account(current):
+            return  # a loop dispatched ahead is dropped
+        if deferred is not None:
+            raise deferred
+        if not pipelined:
+            current = dispatch(current, before_run)
+        elif ahead is not None:
+            before_run()
+            current = ahead
+        else:
+            current = None
