@@ -4,9 +4,8 @@
 """
 
 from jaxspec import _root_logger, export, hooks, metrics, summary
+from jaxspec.compilation_cache import enable_compilation_cache
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
-from jaxspec.engine.compilation_cache import enable_compilation_cache
-from jaxspec.engine.cross_shard import CrossShardOptimizer
 from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
@@ -25,7 +24,6 @@ from jaxspec.hooks import (
     SummarySaverHook,
 )
 from jaxspec.loop.console import undo_basic_config
-from jaxspec.loop.warm_start import WarmStartSettings
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.npu_config import NPURunConfig
 from jaxspec.npu_estimator import NPUEstimator
@@ -40,7 +38,9 @@ from jaxspec.spec import (
     TPUEstimatorSpec,
 )
 from jaxspec.tpu_estimator import TPUEstimator
+from jaxspec.tpu_optimizer import CrossShardOptimizer
 from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
+from jaxspec.warm_start_settings import WarmStartSettings
 
 __version__ = "0.1.0"
 

@@ -16,19 +16,20 @@ from jaxspec._fn_args import check_declared_args
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec._trees import named_leaves
 from jaxspec.cluster import maybe_initialize
+from jaxspec.compilation_cache import ensure_compilation_cache
 from jaxspec.config import RunConfig
-from jaxspec.engine.compilation_cache import ensure_compilation_cache
 from jaxspec.engine.partitioning import check_rules
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
-from jaxspec.loop.export import ExportSource, export_source
+from jaxspec.loop.export import export_source
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.predict import run_predict
 from jaxspec.loop.train import run_train
-from jaxspec.loop.warm_start import as_settings
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import Hooks, InitFn, InputFn, ModelFn
 from jaxspec.store.checkpoints import EMPTY_STATE_KEY, CheckpointStore
+from jaxspec.warm_start_settings import as_settings
 
 _log = logging.getLogger("jaxspec")
 GLOBAL_STEP_NAME = "global_step"
@@ -117,12 +118,12 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
+        model_fn: ModelFn | None = None,
         model_dir: str | None = None,
         config: RunConfig | None = None,
         params: dict[str, Any] | None = None,
         warm_start_from: Any = None,
-        init_fn: Callable[..., Any] | None = None,
+        init_fn: InitFn | None = None,
         partition_rules: Any = None,
     ) -> None:
         if config is not None and not isinstance(config, RunConfig):
@@ -188,8 +189,8 @@ class Estimator:
     # -- the three phases ------------------------------------------------------------
     def train(
         self,
-        input_fn: Callable[..., Any],
-        hooks: Any = None,
+        input_fn: InputFn,
+        hooks: Hooks = None,
         steps: int | None = None,
         max_steps: int | None = None,
         saving_listeners: Any = None,
@@ -212,9 +213,9 @@ class Estimator:
 
     def evaluate(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         steps: int | None = None,
-        hooks: Any = None,
+        hooks: Hooks = None,
         checkpoint_path: str | None = None,
         name: str | None = None,
     ) -> dict[str, Any]:
@@ -236,9 +237,9 @@ class Estimator:
 
     def predict(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         predict_keys: Any = None,
-        hooks: Any = None,
+        hooks: Hooks = None,
         checkpoint_path: str | None = None,
         yield_single_examples: bool = True,
     ) -> Iterator[Any]:
@@ -337,16 +338,16 @@ class Estimator:
           tf_bridge.ExportCompatibilityError: see ``export_saved_model``.
         """
         # tf_bridge imports TensorFlow: imported here so that `import jaxspec` does not.
-        from tf_bridge.estimator_export import export_estimator_modes
+        from tf_bridge.estimator_export import export_modes, write_estimator_modes
 
         plan = self._run_plan(ModeKeys.PREDICT, for_export=True)
-
-        def prepare(modes: list[str], examples: dict[str, tuple[Any, Any]]) -> ExportSource | None:
-            return export_source(dataclasses.replace(plan, mode=modes[0]), modes, examples, checkpoint_path)
-
         with quiet_libraries():  # Orbax (absl) and TF log while restoring and writing
-            return export_estimator_modes(
-                prepare, export_dir_base, input_receiver_fn_map, assets_extra, as_text
+            modes, examples = export_modes(input_receiver_fn_map)
+            source = export_source(dataclasses.replace(plan, mode=modes[0]), modes, examples, checkpoint_path)
+            if source is None:  # processes other than 0 write nothing
+                return None
+            return write_estimator_modes(
+                source, modes, export_dir_base, input_receiver_fn_map, assets_extra, as_text
             )
 
     # -- checkpoints -----------------------------------------------------------------

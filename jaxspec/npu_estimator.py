@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from jaxspec._model_fn import npu_spec_check
 from jaxspec.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
 from jaxspec.npu_config import NPURunConfig
+from jaxspec.spec.fn_types import InitFn, ModelFn
 
 
 class NPUEstimator(Estimator):
@@ -40,13 +40,13 @@ class NPUEstimator(Estimator):
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
+        model_fn: ModelFn | None = None,
         model_dir: str | None = None,
         config: NPURunConfig | None = None,
         params: dict[str, Any] | None = None,
         job_start_file: str = "",
         warm_start_from: Any = None,
-        init_fn: Callable[..., Any] | None = None,
+        init_fn: InitFn | None = None,
     ) -> None:
         if config is None or not isinstance(config, NPURunConfig):
             raise ValueError(f"NPUEstimator needs config, an NPURunConfig; got {type(config).__name__}.")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -17,6 +16,7 @@ from jaxspec.engine.mesh import make_replica_mesh, num_replicas
 from jaxspec.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import InitFn, ModelFn
 
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"
@@ -82,7 +82,7 @@ class TPUEstimator(Estimator):
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
+        model_fn: ModelFn | None = None,
         model_dir: str | None = None,
         config: RunConfig | None = None,
         params: dict[str, Any] | None = None,
@@ -97,7 +97,7 @@ class TPUEstimator(Estimator):
         warm_start_from: Any = None,
         embedding_config_spec: Any = None,
         export_saved_model_api_version: Any = None,
-        init_fn: Callable[..., Any] | None = None,
+        init_fn: InitFn | None = None,
         partition_rules: Any = None,
     ) -> None:
         if config is None or not isinstance(config, RunConfig):

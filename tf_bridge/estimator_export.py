@@ -35,37 +35,40 @@ def _example_inputs(receiver_fn: Callable[[], Any]) -> tuple[Any, Any]:
         )
 
 
-def export_estimator_modes(
-    prepare: Callable[[list[str], dict[str, tuple[Any, Any]]], Any],
-    export_dir_base: str,
-    input_receiver_fn_map: Mapping[str, Any],
-    assets_extra: dict[str, str] | None,
-    as_text: bool,
-) -> bytes | None:
-    """Write one SavedModel with a meta graph per mode in ``input_receiver_fn_map``
-    (tf.estimator's ``_export_all_saved_models``).
-
-    Args:
-      prepare: ``prepare(modes, examples)`` restores the state and returns a
-        ``jaxspec.ExportSource`` (state, global step, per-mode functions, PREDICT's
-        heads), or None on a process other than 0; ``examples`` maps each mode to numpy
-        zeros shaped like its receiver's ``(features, labels)``. jaxspec's Estimators
-        pass their own (``Estimator.experimental_export_all_saved_models``).
-      export_dir_base, input_receiver_fn_map, assets_extra, as_text: as tf.estimator.
-
-    Returns:
-      The timestamped export directory as bytes; None on processes other than 0.
+def export_modes(input_receiver_fn_map: Mapping[str, Any]) -> tuple[list[str], dict[str, tuple[Any, Any]]]:
+    """The modes to export, in the order their meta graphs are written (TRAIN, EVAL,
+    PREDICT), and for each numpy zeros shaped like its receiver's ``(features, labels)``:
+    what ``jaxspec``'s export source needs before the SavedModel is written.
 
     Raises:
-      ValueError: no mode has a receiver fn, or ``prepare``'s errors (no checkpoint).
+      ValueError: no mode of ``input_receiver_fn_map`` has a receiver fn (as tf.estimator).
     """
     modes = [m for m in MODE_ORDER if input_receiver_fn_map.get(m)]
     if not modes:
         raise ValueError(f"no valid modes to export; got {sorted(map(str, input_receiver_fn_map))}.")
-    examples = {m: _example_inputs(input_receiver_fn_map[m]) for m in modes}
-    source = prepare(modes, examples)
-    if source is None:
-        return None
+    return modes, {m: _example_inputs(input_receiver_fn_map[m]) for m in modes}
+
+
+def write_estimator_modes(
+    source: Any,
+    modes: list[str],
+    export_dir_base: str,
+    input_receiver_fn_map: Mapping[str, Any],
+    assets_extra: dict[str, str] | None,
+    as_text: bool,
+) -> bytes:
+    """Write one SavedModel with a meta graph per mode of ``modes`` (tf.estimator's
+    ``_export_all_saved_models``).
+
+    Args:
+      source: a ``jaxspec`` ExportSource (state, global step, per-mode functions,
+        PREDICT's heads), from ``jaxspec.loop.export.export_source``.
+      modes: from ``export_modes(input_receiver_fn_map)``.
+      export_dir_base, input_receiver_fn_map, assets_extra, as_text: as tf.estimator.
+
+    Returns:
+      The timestamped export directory as bytes.
+    """
     exports = {
         mode: ModeExport(
             input_receiver_fn_map[mode], source.fns[mode], source.heads if mode == ModeKeys.PREDICT else None

@@ -10,8 +10,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-REPLICA_AXIS = "replica"
-CORE_AXIS = "core"
+from jaxspec.mesh_axes import CORE_AXIS, REPLICA_AXIS  # noqa: F401 - the engine's names for them
 
 
 def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int | None = None) -> Mesh:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -13,8 +13,9 @@ from jax.sharding import Mesh
 
 from jaxspec.config import InputPipelineConfig
 from jaxspec.loop.call_cache import EstimatorCache
-from jaxspec.loop.warm_start import WarmStartSettings
+from jaxspec.spec.fn_types import InitFn, ModelFn
 from jaxspec.store.checkpoints import CheckpointStore
+from jaxspec.warm_start_settings import WarmStartSettings
 
 BATCH_SIZE_KEY = "batch_size"
 
@@ -59,8 +60,8 @@ class RunPlan:
     """
 
     mode: str
-    model_fn: Callable[..., Any]
-    init_fn: Callable[..., Any] | None
+    model_fn: ModelFn
+    init_fn: InitFn | None
     config: Any
     store: CheckpointStore
     mesh: Mesh | None = None

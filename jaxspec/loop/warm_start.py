@@ -1,4 +1,6 @@
-"""Warm starting: initialise state leaves from another model's checkpoint."""
+"""Warm starting: initialise state leaves from another model's checkpoint (the settings,
+``WarmStartSettings``, live in ``jaxspec.warm_start_settings``; importing them from here
+still works)."""
 
 from __future__ import annotations
 
@@ -12,57 +14,11 @@ import numpy as np
 
 from jaxspec._trees import named_leaves
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
+from jaxspec.warm_start_settings import WarmStartSettings, as_settings
+
+__all__ = ["WarmStartSettings", "as_settings", "warm_start"]
 
 _log = logging.getLogger("jaxspec")
-
-
-class WarmStartSettings:
-    """Where and what to warm-start from (``tf.estimator.WarmStartSettings``).
-
-    Applied only when model_dir has no checkpoint, after init_fn and before the
-    Scaffold's init_fn, as TF applies it.
-
-    Args:
-      ckpt_to_initialize_from: a model_dir (its latest checkpoint is used) or one
-        checkpoint step directory (``.../checkpoints/<step>``).
-      vars_to_warm_start: a regex (or list of regexes) over state leaf names
-        (``params/Dense_0/kernel``). TF's default ``'.*'`` means its trainable variables;
-        here it means the leaves under ``params`` when the state has a ``params`` field
-        (a flax TrainState: optimizer slots and the step are not copied), else all leaves.
-      var_name_to_vocab_info: not supported (must be None).
-      var_name_to_prev_var_name: ``{name in this state: name in the checkpoint}``.
-
-    Raises:
-      ValueError: var_name_to_vocab_info is given.
-    """
-
-    def __init__(
-        self,
-        ckpt_to_initialize_from: str,
-        vars_to_warm_start: Any = ".*",
-        var_name_to_vocab_info: Any = None,
-        var_name_to_prev_var_name: dict[str, str] | None = None,
-    ) -> None:
-        if var_name_to_vocab_info:
-            raise ValueError("WarmStartSettings: var_name_to_vocab_info is not supported.")
-        self.ckpt_to_initialize_from = os.fspath(ckpt_to_initialize_from)
-        self.vars_to_warm_start = vars_to_warm_start
-        self.var_name_to_prev_var_name = dict(var_name_to_prev_var_name or {})
-
-
-def as_settings(warm_start_from: Any) -> WarmStartSettings | None:
-    """A path becomes ``WarmStartSettings(path)``; settings pass through; None stays None.
-
-    Raises:
-      TypeError: anything else.
-    """
-    if warm_start_from is None or isinstance(warm_start_from, WarmStartSettings):
-        return warm_start_from
-    if isinstance(warm_start_from, (str, os.PathLike)):
-        return WarmStartSettings(os.fspath(warm_start_from))
-    raise TypeError(
-        f"warm_start_from must be a path or WarmStartSettings, got {type(warm_start_from).__name__}."
-    )
 
 
 def _checkpoint_path(path: str) -> str:

@@ -1,8 +1,10 @@
 """The SessionRunHook protocol, as tf.estimator's hooks know it.
 
-JAX has no session: ``session`` arguments are ``None`` and ``fetches`` name values the
-compiled step returns (``'loss'``, ``'global_step'``, prediction keys), instead of graph
-tensors. With ``iterations_per_loop > 1`` a hook runs once per loop, as TPUEstimator's do.
+JAX has no ``tf.compat.v1.Session``: where TF passes one, hooks get a host-side stand-in
+(``jaxspec.loop.hook_runner.HostSession``: ``session.state``, ``session.global_step``
+and ``session.run(fetches)``), and ``fetches`` name values the compiled step returns
+(``'loss'``, ``'global_step'``, prediction keys) instead of graph tensors. With
+``iterations_per_loop > 1`` a hook runs once per loop, as TPUEstimator's do.
 """
 
 from __future__ import annotations
@@ -15,17 +17,18 @@ class SessionRunHook:
     """Base class of hooks (``tf.estimator.SessionRunHook``); every method is a no-op.
 
     Call order over one ``train``/``evaluate``/``predict`` call: ``begin()`` once,
-    ``after_create_session(session, coord)`` once (both arguments are ``None``: JAX has no
-    session), then per step (per loop when ``iterations_per_loop > 1``)
+    ``after_create_session(session, coord)`` once (``session`` the HostSession, ``coord``
+    None: no TF coordinator), then per step (per loop when ``iterations_per_loop > 1``)
     ``before_run(run_context)`` and ``after_run(run_context, run_values)``, and
-    ``end(session)`` once at the end (``session`` is ``None``).
+    ``end(session)`` once at the end (the HostSession).
     """
 
     def begin(self) -> None:
         """Called once before the first step; the state may not exist yet."""
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        """Called once the state exists (restored or initialised); both args are None."""
+        """Called once the state exists (restored or initialised); ``session`` is the
+        HostSession, ``coord`` None."""
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Called before each step; return SessionRunArgs naming values to fetch."""
@@ -74,7 +77,8 @@ class SessionRunValues(namedtuple("SessionRunValues", ["results", "options", "ru
 class SessionRunContext:
     """Context handed to ``before_run``/``after_run`` (``tf.train.SessionRunContext``).
 
-    ``original_args`` is the SessionRunArgs of the step, ``session`` is always ``None``.
+    ``original_args`` is the SessionRunArgs of the step, ``session`` the HostSession the
+    loop passes (None when constructed without one).
     ``request_stop()`` ends the loop after the current step (loop, with
     ``iterations_per_loop > 1``).
     """
@@ -91,7 +95,8 @@ class SessionRunContext:
 
     @property
     def session(self) -> Any:
-        """Always ``None``: a compiled JAX step has no session."""
+        """The HostSession (``state``, ``global_step``, ``run(fetches)``) the loop gave,
+        or None: a compiled JAX step has no ``tf.compat.v1.Session``."""
         return self._session
 
     @property
