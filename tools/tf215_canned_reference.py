@@ -1,0 +1,240 @@
+"""Reference numbers for ``tf_bridge.canned``, written by TensorFlow 2.15's canned estimators.
+
+For every case of ``CASES`` this trains TF 2.15's own canned estimator (``tf.estimator.DNNClassifier``
+and the rest, v2 forms) for ``FIXTURE_STEPS`` steps and keeps its model_dir as a fixture
+(``tests/data/tf215_canned/<case>/``: the ``checkpoint`` file and the last ``model.ckpt-*``
+index/data files). From a copy of that model_dir it then records ``evaluate()`` (every key),
+``predict()`` (every key of every example) and every checkpoint variable after
+``CONTINUE_STEPS`` more training steps, into ``tests/data/tf215_canned.json``.
+``tests/test_tf_canned_reference.py`` asks ``tf_bridge.canned`` for the same things from the
+same fixtures.
+
+The cases are built by functions of the estimator namespace, the Keras (legacy) optimizer
+module and the feature column module, so that the tests build the same estimators on
+TF >= 2.16 (``tf_bridge.canned``, ``tf_keras.optimizers.legacy``, ``tf.feature_column``).
+
+Run it in a TF 2.15 virtual environment (CI never does)::
+
+    /tmp/tf215venv/bin/python tools/tf215_canned_reference.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "data", "tf215_canned")
+JSON_PATH = os.path.join(ROOT, "tests", "data", "tf215_canned.json")
+FIXTURE_STEPS = 3
+CONTINUE_STEPS = 4
+BATCH = 8
+N = 16
+VOCAB = ["a", "b", "c"]
+LABEL_VOCAB = ["p", "q", "r"]
+
+
+def data() -> dict[str, np.ndarray]:
+    """The 16 examples every case uses (deterministic; no randomness)."""
+    i = np.arange(N)
+    x = np.stack([np.sin(i * 0.7), np.cos(i * 1.3) * 0.5], axis=1).astype(np.float32)
+    # "z" is out of the vocabulary (the columns give it no weight).
+    c = np.asarray([[(VOCAB[k] if k < 3 else "z").encode()] for k in (i * 7) % 5], dtype=object)
+    w = (1.0 + (i % 4) * 0.25).reshape(N, 1).astype(np.float32)
+    score = x[:, 0] - 0.5 * x[:, 1]
+    return {
+        "x": x,
+        "c": c,
+        "w": w,
+        "binary": (score > 0).astype(np.int64).reshape(N, 1),
+        "multi": np.digitize(score, [-0.3, 0.3]).astype(np.int64).reshape(N, 1),
+        "multi_vocab": np.asarray([[LABEL_VOCAB[k].encode()] for k in np.digitize(score, [-0.3, 0.3])]),
+        "reg1": (score * 2.0 + 0.5).reshape(N, 1).astype(np.float32),
+        "reg2": np.stack([score, x[:, 1] * 3.0], axis=1).astype(np.float32),
+    }
+
+
+def input_fn(tf: Any, label_key: str, train: bool) -> Callable[[], Any]:
+    """An input_fn over ``data()``: batches of 8 in order; repeated for training."""
+
+    def fn():
+        d = data()
+        features = {"x": d["x"], "c": d["c"].astype(bytes), "w": d["w"]}
+        ds = tf.data.Dataset.from_tensor_slices((features, d[label_key]))
+        if train:
+            ds = ds.repeat()
+        return ds.batch(BATCH)
+
+    return fn
+
+
+def predict_input_fn(tf: Any) -> Callable[[], Any]:
+    def fn():
+        d = data()
+        features = {"x": d["x"], "c": d["c"].astype(bytes), "w": d["w"]}
+        return tf.data.Dataset.from_tensor_slices(features).batch(BATCH)
+
+    return fn
+
+
+def _columns(fc: Any) -> dict[str, Any]:
+    x = fc.numeric_column("x", shape=(2,))
+    c = fc.categorical_column_with_vocabulary_list("c", VOCAB)
+    return {"x": x, "c": c, "emb": fc.embedding_column(c, dimension=2), "ind": fc.indicator_column(c)}
+
+
+def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, Any]]]]:
+    """name -> (estimator class, label key, kwargs builder(fc, opt, tf))."""
+
+    def dnn_classifier(fc, opt, tf):
+        cols = _columns(fc)
+        return {"hidden_units": [4, 3], "feature_columns": [cols["x"], cols["emb"]]}
+
+    def dnn_classifier_multi(fc, opt, tf):
+        cols = _columns(fc)
+        return {
+            "hidden_units": [3],
+            "feature_columns": [cols["x"], cols["ind"]],
+            "n_classes": 3,
+            "label_vocabulary": LABEL_VOCAB,
+            "weight_column": "w",
+            "optimizer": "Adam",
+            "batch_norm": True,
+        }
+
+    def dnn_regressor(fc, opt, tf):
+        cols = _columns(fc)
+        return {
+            "hidden_units": [4],
+            "feature_columns": [cols["x"], cols["emb"]],
+            "label_dimension": 2,
+            "optimizer": opt.SGD(learning_rate=0.1),
+            "activation_fn": tf.nn.tanh,
+            "loss_reduction": "sum",  # tf.losses.Reduction.SUM
+        }
+
+    def linear_classifier(fc, opt, tf):
+        cols = _columns(fc)
+        return {"feature_columns": [cols["x"], cols["c"]]}
+
+    def linear_classifier_multi(fc, opt, tf):
+        cols = _columns(fc)
+        return {
+            "feature_columns": [cols["x"], cols["c"]],
+            "n_classes": 3,
+            "optimizer": opt.Adagrad(learning_rate=0.3),
+            "sparse_combiner": "mean",
+            "weight_column": "w",
+        }
+
+    def linear_regressor(fc, opt, tf):
+        cols = _columns(fc)
+        return {"feature_columns": [cols["x"], cols["c"]], "optimizer": "SGD", "weight_column": "w"}
+
+    def combined_classifier(fc, opt, tf):
+        cols = _columns(fc)
+        return {
+            "linear_feature_columns": [cols["x"], cols["c"]],
+            "dnn_feature_columns": [cols["x"], cols["emb"]],
+            "dnn_hidden_units": [3],
+        }
+
+    def combined_regressor(fc, opt, tf):
+        cols = _columns(fc)
+        return {
+            "linear_feature_columns": [cols["c"]],
+            "dnn_feature_columns": [cols["x"]],
+            "dnn_hidden_units": [4, 2],
+            "dnn_optimizer": opt.Adam(learning_rate=0.01),
+            "linear_optimizer": "Adagrad",
+            "label_dimension": 2,
+            "batch_norm": True,
+        }
+
+    return {
+        "dnn_classifier": ("DNNClassifier", "binary", dnn_classifier),
+        "dnn_classifier_multi": ("DNNClassifier", "multi_vocab", dnn_classifier_multi),
+        "dnn_regressor": ("DNNRegressor", "reg2", dnn_regressor),
+        "linear_classifier": ("LinearClassifier", "binary", linear_classifier),
+        "linear_classifier_multi": ("LinearClassifier", "multi", linear_classifier_multi),
+        "linear_regressor": ("LinearRegressor", "reg1", linear_regressor),
+        "combined_classifier": ("DNNLinearCombinedClassifier", "binary", combined_classifier),
+        "combined_regressor": ("DNNLinearCombinedRegressor", "reg2", combined_regressor),
+    }
+
+
+CASES = _cases()
+
+
+def build(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, model_dir: str) -> Any:
+    """Case ``name`` as an estimator of ``estimators`` (tf.estimator or tf_bridge.canned)."""
+    cls, _, kwargs_fn = CASES[name]
+    config = estimators.RunConfig(tf_random_seed=7, save_summary_steps=1000, log_step_count_steps=1000)
+    return getattr(estimators, cls)(model_dir=model_dir, config=config, **kwargs_fn(fc, opt, tf))
+
+
+def jsonable(value: Any) -> Any:
+    array = np.asarray(value)
+    if array.dtype.kind in "SO":
+        return [v.decode() if isinstance(v, bytes) else str(v) for v in array.reshape(-1)]
+    if array.dtype.kind in "iub":
+        return array.reshape(-1).astype(np.int64).tolist()
+    return array.reshape(-1).astype(np.float64).tolist()
+
+
+def checkpoint_variables(tf: Any, model_dir: str) -> dict[str, Any]:
+    path = tf.train.latest_checkpoint(model_dir)
+    return {name: jsonable(tf.train.load_variable(path, name)) for name, _ in tf.train.list_variables(path)}
+
+
+def _copy_fixture(tf: Any, model_dir: str, target: str) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(target)
+    prefix = os.path.basename(tf.train.latest_checkpoint(model_dir))
+    for name in os.listdir(model_dir):
+        if name.startswith(prefix + ".") and not name.endswith(".meta"):
+            shutil.copy(os.path.join(model_dir, name), target)
+    tf.compat.v1.train.update_checkpoint_state(target, prefix)
+
+
+def run_case(tf: Any, name: str) -> dict[str, Any]:
+    label_key = CASES[name][1]
+    with tempfile.TemporaryDirectory() as tmp:
+        first = os.path.join(tmp, "first")
+        est = build(name, tf.estimator, tf.keras.optimizers.legacy, tf.feature_column, tf, first)
+        est.train(input_fn(tf, label_key, True), steps=FIXTURE_STEPS)
+        fixture = os.path.join(FIXTURES, name)
+        _copy_fixture(tf, first, fixture)
+        work = os.path.join(tmp, "work")
+        shutil.copytree(fixture, work)
+        est = build(name, tf.estimator, tf.keras.optimizers.legacy, tf.feature_column, tf, work)
+        evaluation = est.evaluate(input_fn(tf, label_key, False))
+        predictions = list(est.predict(predict_input_fn(tf)))
+        est.train(input_fn(tf, label_key, True), steps=CONTINUE_STEPS)
+        return {
+            "fixture_variables": {n: list(s) for n, s in tf.train.list_variables(fixture)},
+            "evaluate": {k: jsonable(v) for k, v in sorted(evaluation.items())},
+            "predict": [{k: jsonable(v) for k, v in sorted(p.items())} for p in predictions],
+            "after_continue": checkpoint_variables(tf, work),
+        }
+
+
+def main() -> None:
+    import tensorflow as tf
+
+    os.makedirs(FIXTURES, exist_ok=True)
+    out = {"tensorflow": tf.__version__, "fixture_steps": FIXTURE_STEPS, "continue_steps": CONTINUE_STEPS}
+    out["cases"] = {name: run_case(tf, name) for name in CASES}
+    with open(JSON_PATH, "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
