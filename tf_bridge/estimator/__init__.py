@@ -44,6 +44,10 @@ __all__ = [
     "BestExporter",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
     "Estimator",
     "EstimatorSpec",
     "EvalSpec",
@@ -53,6 +57,8 @@ __all__ = [
     "FinalOpsHook",
     "GlobalStepWaiterHook",
     "LatestExporter",
+    "LinearClassifier",
+    "LinearRegressor",
     "LoggingTensorHook",
     "ModeKeys",
     "NanLossDuringTrainingError",
@@ -74,3 +80,23 @@ __all__ = [
     "tpu",
     "train_and_evaluate",
 ]
+
+_CANNED = frozenset(
+    {
+        "DNNClassifier",
+        "DNNLinearCombinedClassifier",
+        "DNNLinearCombinedRegressor",
+        "DNNRegressor",
+        "LinearClassifier",
+        "LinearRegressor",
+    }
+)
+
+
+def __getattr__(name: str):
+    """The canned estimators, imported on first use (``tf_bridge.canned`` needs tf_keras)."""
+    if name in _CANNED:
+        from tf_bridge import canned
+
+        return getattr(canned, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
