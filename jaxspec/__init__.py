@@ -3,7 +3,7 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import _root_logger, export, hooks, metrics, summary
+from jaxspec import _root_logger, export, heads, hooks, metrics, summary
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.compilation_cache import enable_compilation_cache
 from jaxspec.engine.cross_shard import CrossShardOptimizer
@@ -11,6 +11,7 @@ from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from jaxspec.heads import BinaryClassHead, Head, MultiClassHead, MultiHead, MultiLabelHead, RegressionHead
 from jaxspec.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -92,4 +93,11 @@ __all__ = [
     "export",
     "metrics",
     "with_sharding_constraint",
+    "heads",
+    "Head",
+    "BinaryClassHead",
+    "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "RegressionHead",
 ]
