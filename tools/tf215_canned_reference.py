@@ -38,6 +38,7 @@ BATCH = 8
 N = 16
 VOCAB = ["a", "b", "c"]
 LABEL_VOCAB = ["p", "q", "r"]
+TAGS = ["u", "v", "w"]
 
 
 def data() -> dict[str, np.ndarray]:
@@ -46,11 +47,14 @@ def data() -> dict[str, np.ndarray]:
     x = np.stack([np.sin(i * 0.7), np.cos(i * 1.3) * 0.5], axis=1).astype(np.float32)
     # "z" is out of the vocabulary (the columns give it no weight).
     c = np.asarray([[(VOCAB[k] if k < 3 else "z").encode()] for k in (i * 7) % 5], dtype=object)
+    # Two tag slots per example ("" is an empty slot): 0, 1 or 2 tags, some out of vocabulary.
+    t = np.asarray([[(TAGS + ["", "y"])[k % 5].encode(), (TAGS + [""])[(k * 3) % 4].encode()] for k in i])
     w = (1.0 + (i % 4) * 0.25).reshape(N, 1).astype(np.float32)
     score = x[:, 0] - 0.5 * x[:, 1]
     return {
         "x": x,
         "c": c,
+        "t": t,
         "w": w,
         "binary": (score > 0).astype(np.int64).reshape(N, 1),
         "multi": np.digitize(score, [-0.3, 0.3]).astype(np.int64).reshape(N, 1),
@@ -65,7 +69,7 @@ def input_fn(tf: Any, label_key: str, train: bool) -> Callable[[], Any]:
 
     def fn():
         d = data()
-        features = {"x": d["x"], "c": d["c"].astype(bytes), "w": d["w"]}
+        features = {"x": d["x"], "c": d["c"].astype(bytes), "t": d["t"], "w": d["w"]}
         ds = tf.data.Dataset.from_tensor_slices((features, d[label_key]))
         if train:
             ds = ds.repeat()
@@ -77,7 +81,7 @@ def input_fn(tf: Any, label_key: str, train: bool) -> Callable[[], Any]:
 def predict_input_fn(tf: Any) -> Callable[[], Any]:
     def fn():
         d = data()
-        features = {"x": d["x"], "c": d["c"].astype(bytes), "w": d["w"]}
+        features = {"x": d["x"], "c": d["c"].astype(bytes), "t": d["t"], "w": d["w"]}
         return tf.data.Dataset.from_tensor_slices(features).batch(BATCH)
 
     return fn
@@ -86,7 +90,15 @@ def predict_input_fn(tf: Any) -> Callable[[], Any]:
 def _columns(fc: Any) -> dict[str, Any]:
     x = fc.numeric_column("x", shape=(2,))
     c = fc.categorical_column_with_vocabulary_list("c", VOCAB)
-    return {"x": x, "c": c, "emb": fc.embedding_column(c, dimension=2), "ind": fc.indicator_column(c)}
+    t = fc.categorical_column_with_vocabulary_list("t", TAGS)
+    return {
+        "x": x,
+        "c": c,
+        "t": t,
+        "emb": fc.embedding_column(c, dimension=2),
+        "ind": fc.indicator_column(c),
+        "t_emb": fc.embedding_column(t, dimension=3, combiner="sqrtn"),
+    }
 
 
 def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, Any]]]]:
@@ -94,7 +106,7 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
 
     def dnn_classifier(fc, opt, tf):
         cols = _columns(fc)
-        return {"hidden_units": [4, 3], "feature_columns": [cols["x"], cols["emb"]]}
+        return {"hidden_units": [4, 3], "feature_columns": [cols["x"], cols["emb"], cols["t_emb"]]}
 
     def dnn_classifier_multi(fc, opt, tf):
         cols = _columns(fc)
@@ -116,6 +128,7 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
             "label_dimension": 2,
             "optimizer": opt.SGD(learning_rate=0.1),
             "activation_fn": tf.nn.tanh,
+            "dropout": 0.25,
             "loss_reduction": "sum",  # tf.losses.Reduction.SUM
         }
 
@@ -126,7 +139,7 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
     def linear_classifier_multi(fc, opt, tf):
         cols = _columns(fc)
         return {
-            "feature_columns": [cols["x"], cols["c"]],
+            "feature_columns": [cols["x"], cols["c"], cols["t"]],
             "n_classes": 3,
             "optimizer": opt.Adagrad(learning_rate=0.3),
             "sparse_combiner": "mean",
@@ -135,7 +148,12 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
 
     def linear_regressor(fc, opt, tf):
         cols = _columns(fc)
-        return {"feature_columns": [cols["x"], cols["c"]], "optimizer": "SGD", "weight_column": "w"}
+        return {
+            "feature_columns": [cols["x"], cols["c"], cols["t"]],
+            "optimizer": "SGD",
+            "weight_column": "w",
+            "sparse_combiner": "sqrtn",
+        }
 
     def combined_classifier(fc, opt, tf):
         cols = _columns(fc)
