@@ -197,6 +197,69 @@ def build(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, model_dir: str
     return getattr(estimators, cls)(model_dir=model_dir, config=config, **kwargs_fn(fc, opt, tf))
 
 
+def _bad_inputs() -> dict[str, Callable[[Any, Any, Any, Any, str], Any]]:
+    """name -> fn(estimators, keras, fc, tf, model_dir) that constructs (and, when the
+    mistake shows only then, trains for a step) an estimator given a bad input."""
+
+    def train(est, tf, label_key="binary", features_fn=None):
+        fn = input_fn(tf, label_key, True)
+        if features_fn is not None:
+            fn = features_fn
+        est.train(fn, steps=1)
+
+    def cols(fc):
+        return _columns(fc)
+
+    def x_only(tf):  # features as a bare tensor, not a dict
+        def fn():
+            d = data()
+            return tf.data.Dataset.from_tensor_slices((d["x"], d["binary"])).batch(BATCH)
+
+        return fn
+
+    return {
+        "n_classes_1": lambda e, k, fc, tf, md: e.DNNClassifier([2], [cols(fc)["x"]], md, n_classes=1),
+        "loss_reduction_none": lambda e, k, fc, tf, md: e.DNNClassifier(
+            [2], [cols(fc)["x"]], md, loss_reduction="none"
+        ),
+        "loss_reduction_unknown": lambda e, k, fc, tf, md: e.LinearRegressor(
+            [cols(fc)["x"]], md, loss_reduction="mean"
+        ),
+        "combined_no_columns": lambda e, k, fc, tf, md: e.DNNLinearCombinedClassifier(md),
+        "combined_no_hidden_units": lambda e, k, fc, tf, md: train(
+            e.DNNLinearCombinedRegressor(md, dnn_feature_columns=[cols(fc)["x"]]), tf, "reg1"
+        ),
+        "optimizer_unknown_name": lambda e, k, fc, tf, md: train(
+            e.DNNClassifier([2], [cols(fc)["x"]], md, optimizer="Nadam"), tf
+        ),
+        "optimizer_not_an_optimizer": lambda e, k, fc, tf, md: train(
+            e.LinearClassifier([cols(fc)["x"]], md, optimizer=object()), tf
+        ),
+        "optimizer_new_keras": lambda e, k, fc, tf, md: train(
+            e.DNNClassifier([2], [cols(fc)["x"]], md, optimizer=k.optimizers.SGD()), tf
+        ),
+        "features_not_dict": lambda e, k, fc, tf, md: train(
+            e.DNNClassifier([2], [cols(fc)["x"]], md), tf, features_fn=x_only(tf)
+        ),
+        "linear_column_not_a_column": lambda e, k, fc, tf, md: train(e.LinearClassifier(["x"], md), tf),
+        "sparse_combiner_unknown": lambda e, k, fc, tf, md: train(
+            e.LinearClassifier([cols(fc)["c"]], md, sparse_combiner="max"), tf
+        ),
+    }
+
+
+BAD_INPUTS = _bad_inputs()
+
+
+def bad_input_error(name: str, estimators: Any, keras: Any, fc: Any, tf: Any, model_dir: str) -> str:
+    """The exception type name bad input ``name`` raises (``'none'`` if it raises nothing)."""
+    try:
+        BAD_INPUTS[name](estimators, keras, fc, tf, model_dir)
+    except Exception as e:  # noqa: BLE001 - the type is what is recorded
+        return type(e).__name__
+    return "none"
+
+
 def jsonable(value: Any) -> Any:
     array = np.asarray(value)
     if array.dtype.kind in "SO":
@@ -249,6 +312,13 @@ def main() -> None:
     os.makedirs(FIXTURES, exist_ok=True)
     out = {"tensorflow": tf.__version__, "fixture_steps": FIXTURE_STEPS, "continue_steps": CONTINUE_STEPS}
     out["cases"] = {name: run_case(tf, name) for name in CASES}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["bad_inputs"] = {
+            name: bad_input_error(
+                name, tf.estimator, tf.keras, tf.feature_column, tf, os.path.join(tmp, name)
+            )
+            for name in BAD_INPUTS
+        }
     with open(JSON_PATH, "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
         f.write("\n")
