@@ -9,6 +9,16 @@ import tensorflow as tf
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.config import RunConfig
 from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.heads import (
+    BinaryClassHead,
+    Head,
+    LogisticRegressionHead,
+    MultiClassHead,
+    MultiHead,
+    MultiLabelHead,
+    PoissonRegressionHead,
+    RegressionHead,
+)
 from tf_bridge.runner.estimator import Estimator, WarmStartSettings
 from tf_bridge.spec import EstimatorSpec
 from tf_bridge.training import (
@@ -42,6 +52,14 @@ SummarySaverHook = _train.SummarySaverHook
 
 __all__ = [
     "BestExporter",
+    "BinaryClassHead",
+    "Head",
+    "LogisticRegressionHead",
+    "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "PoissonRegressionHead",
+    "RegressionHead",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
     "DNNClassifier",
