@@ -139,6 +139,16 @@ class MultiClassHead(Head):
         loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
         return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
 
+    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
+        """The per-element ``loss * weight`` before reduction (NaN for traced labels out of
+        range), what a MultiHead's ``loss/<name>`` reduces over the real rows on the mesh."""
+        logits = _checks.check_logits(logits, self._n_classes)
+        labels, ok = self._processed_labels(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        return _checks.nan_unless(
+            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
+        )
+
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
         """The predictions named by ``keys`` (all by default)."""
         if keys:

@@ -13,7 +13,8 @@ import numpy as np
 from jaxspec.export import PredictOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys
+from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
+from jaxspec.metrics import current_padding_mask, drop_padding
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec import TPUEstimatorSpec
 
@@ -157,8 +158,7 @@ class MultiHead(Head):
         for head in self._heads:
             head_logits, head_labels = logits_dict[head.name], labels[head.name]
             key = f"{MetricKeys.LOSS}/{head.name}"
-            loss = head.loss(head_labels, head_logits, features)
-            out[key] = eval_metrics[key].merge(_metrics.regularization_mean(loss))
+            out[key] = eval_metrics[key].merge(_head_loss_state(head, head_labels, head_logits, features))
             head_states = {k: eval_metrics[k] for k in head.metrics()}
             out.update(head.update_metrics(head_states, features, head_logits, head_labels))
         return out
@@ -200,6 +200,23 @@ class MultiHead(Head):
         return TPUEstimatorSpec(
             mode=mode, predictions=self.predictions(logits), export_outputs=export_outputs
         )
+
+
+def _head_loss_state(head: Head, labels: Any, logits: Any, features: Any) -> Any:
+    """The Mean state of ``loss/<head>`` for one batch: the head's loss, weighted 1 per
+    batch. Under a padding mask with padded rows (the mesh's short last batch) the loss is
+    reduced over the real rows only and the batch weighs its share of real rows; a head
+    without ``_weighted_losses`` (a user's) gives its plain loss."""
+    mask = current_padding_mask()
+    weighted = getattr(head, "_weighted_losses", None)
+    if mask is None or weighted is None:
+        return _metrics.regularization_mean(head.loss(labels, logits, features))
+    values = drop_padding(weighted(labels, logits, features))
+    total = jnp.sum(values)
+    if head.loss_reduction != Reduction.SUM:
+        per_row = values.size // max(values.shape[0], 1)
+        total = total / jnp.maximum(jnp.sum(mask) * per_row, 1.0)
+    return _metrics.regularization_mean(total)
 
 
 def _default_output(outputs: dict[str, Any], head_name: str) -> Any:

@@ -111,6 +111,15 @@ class RegressionHead(Head):
         loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
         return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
 
+    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
+        """The per-element ``loss * weight`` before reduction, what a MultiHead's
+        ``loss/<name>`` reduces over the real rows on the mesh."""
+        logits, labels, ok = self._processed(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        return _checks.nan_unless(
+            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
+        )
+
     def predictions(self, logits: Any, keys: Any = None) -> dict[str, jax.Array]:
         """``{'predictions': ...}`` (plus ``'logits'`` with an inverse_link_fn); TF's
         RegressionHead takes no ``keys``, accepted here and ignored."""
