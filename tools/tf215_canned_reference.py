@@ -190,11 +190,103 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
 CASES = _cases()
 
 
-def build(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, model_dir: str) -> Any:
-    """Case ``name`` as an estimator of ``estimators`` (tf.estimator or tf_bridge.canned)."""
+def build(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, model_dir: str, **extra: Any) -> Any:
+    """Case ``name`` as an estimator of ``estimators`` (tf.estimator or tf_bridge.estimator)."""
     cls, _, kwargs_fn = CASES[name]
     config = estimators.RunConfig(tf_random_seed=7, save_summary_steps=1000, log_step_count_steps=1000)
-    return getattr(estimators, cls)(model_dir=model_dir, config=config, **kwargs_fn(fc, opt, tf))
+    return getattr(estimators, cls)(model_dir=model_dir, config=config, **kwargs_fn(fc, opt, tf), **extra)
+
+
+def case_columns(name: str, opt: Any, fc: Any, tf: Any) -> list[Any]:
+    kwargs = CASES[name][2](fc, opt, tf)
+    columns = list(kwargs.get("feature_columns", []))
+    return (
+        columns + list(kwargs.get("linear_feature_columns", [])) + list(kwargs.get("dnn_feature_columns", []))
+    )
+
+
+# Warm starts: name -> (case, warm_start_from(estimators, fixture dir)); a new model_dir
+# warm-started from the case's fixture trains WARM_STEPS steps.
+WARM_STARTS = {
+    "dnn_classifier_from_path": ("dnn_classifier", lambda e, fixture: fixture),
+    "dnn_regressor_first_layer": (
+        "dnn_regressor",
+        lambda e, fixture: e.WarmStartSettings(fixture, vars_to_warm_start="dnn/hiddenlayer_0/.*"),
+    ),
+    "linear_classifier_multi_weights": (
+        "linear_classifier_multi",
+        lambda e, fixture: e.WarmStartSettings(fixture, vars_to_warm_start=".*/weights"),
+    ),
+}
+WARM_STEPS = 2
+EXPORTS = ("dnn_classifier", "linear_classifier_multi", "combined_regressor")
+
+
+def warm_start(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, model_dir: str) -> dict[str, Any]:
+    """Variables after WARM_STEPS steps of a new model_dir warm-started from a fixture."""
+    case, warm_fn = WARM_STARTS[name]
+    warm = warm_fn(estimators, os.path.join(FIXTURES, case))
+    est = build(case, estimators, opt, fc, tf, model_dir, warm_start_from=warm)
+    est.train(input_fn(tf, CASES[case][1], True), steps=WARM_STEPS)
+    return checkpoint_variables(tf, model_dir)
+
+
+def serving_examples(tf: Any) -> list[bytes]:
+    """``data()`` as serialized tf.Examples (x, c, and the non-empty tags)."""
+    d = data()
+    out = []
+    for x, (c,), t in zip(d["x"], d["c"], d["t"], strict=True):
+        feature = {
+            "x": tf.train.Feature(float_list=tf.train.FloatList(value=x.tolist())),
+            "c": tf.train.Feature(bytes_list=tf.train.BytesList(value=[c])),
+            "t": tf.train.Feature(bytes_list=tf.train.BytesList(value=[v for v in t if v])),
+        }
+        out.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return out
+
+
+def signatures(tf: Any, export_dir: Any) -> dict[str, Any]:
+    """Each signature def of a SavedModel: method name, inputs and outputs (dtype, shape)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model = saved_model_pb2.SavedModel()
+    with open(os.path.join(os.fsdecode(export_dir), "saved_model.pb"), "rb") as f:
+        model.ParseFromString(f.read())
+
+    def tensors(infos: Any) -> dict[str, Any]:
+        return {
+            k: [tf.dtypes.as_dtype(v.dtype).name, [d.size for d in v.tensor_shape.dim]]
+            for k, v in infos.items()
+        }
+
+    return {
+        key: {"method_name": sig.method_name, "inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs)}
+        for key, sig in model.meta_graphs[0].signature_def.items()
+    }
+
+
+def serve(tf: Any, export_dir: Any) -> dict[str, Any]:
+    """Every signature of the SavedModel run on ``serving_examples()``."""
+    loaded = tf.saved_model.load(os.fsdecode(export_dir))
+    out = {}
+    for key in sorted(loaded.signatures):
+        fn = loaded.signatures[key]
+        (arg,) = fn.structured_input_signature[1]
+        result = fn(**{arg: tf.constant(serving_examples(tf))})
+        out[key] = {k: jsonable(v.numpy()) for k, v in sorted(result.items())}
+    return out
+
+
+def export(name: str, estimators: Any, opt: Any, fc: Any, tf: Any, tmp: str) -> dict[str, Any]:
+    """Export case ``name`` from (a copy of) its fixture with a tf.Example parsing receiver."""
+    model_dir = os.path.join(tmp, "model")
+    shutil.copytree(os.path.join(FIXTURES, name), model_dir)
+    est = build(name, estimators, opt, fc, tf, model_dir)
+    receiver = estimators.export.build_parsing_serving_input_receiver_fn(
+        fc.make_parse_example_spec(case_columns(name, opt, fc, tf))
+    )
+    path = est.export_saved_model(os.path.join(tmp, "export"), receiver)
+    return {"signatures": signatures(tf, path), "serving": serve(tf, path)}
 
 
 def _bad_inputs() -> dict[str, Callable[[Any, Any, Any, Any, str], Any]]:
@@ -319,6 +411,19 @@ def main() -> None:
             )
             for name in BAD_INPUTS
         }
+        legacy = tf.keras.optimizers.legacy
+        out["warm_starts"] = {
+            name: warm_start(
+                name, tf.estimator, legacy, tf.feature_column, tf, os.path.join(tmp, "warm_" + name)
+            )
+            for name in WARM_STARTS
+        }
+        out["exports"] = {}
+        for name in EXPORTS:
+            os.makedirs(os.path.join(tmp, "export_" + name))
+            out["exports"][name] = export(
+                name, tf.estimator, legacy, tf.feature_column, tf, os.path.join(tmp, "export_" + name)
+            )
     with open(JSON_PATH, "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
         f.write("\n")
