@@ -232,10 +232,4 @@ def test_mesh_matches_one_device(tmp_path, name):
         for key in a:
             np.testing.assert_allclose(np.asarray(a[key]), np.asarray(b[key]), atol=1e-5, err_msg=flat(key))
     # Training moved the weights (the evaluation is not of the initial model).
-    est0 = jaxspec.Estimator(
-        linear_model_fn(MESH_HEADS[name](), use_optimizer=True),
-        config=config(str(tmp_path / "zero")),
-        init_fn=init_for(w0, 0.5),
-    )
-    untrained = est0.evaluate(input_fn(features, labels, 16, repeat=False), steps=None)
-    assert abs(float(untrained["loss"]) - float(one_eval["loss"])) > 1e-3
+    assert np.abs(results["w"] - w0).max() > 1e-3
