@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Any
 
@@ -85,3 +86,28 @@ def test_training_continues_as_tf215(run: tuple[str, dict[str, Any]]) -> None:
     assert got["after_continue"]["global_step"] == expected["global_step"] == [step]
     for var, value in expected.items():
         _assert_close(got["after_continue"][var], value, CONTINUE_ATOL, f"{name}: {var}")
+
+
+def test_migration_guide_example_continues_tf215(tmp_path: Any) -> None:
+    """docs/migration.md's DNNClassifier (a callable optimizer giving TF 2.15's default
+    Adagrad) continues TF 2.15's ``dnn_classifier`` model_dir as TF 2.15 did."""
+    guide = os.path.join(ref.ROOT, "docs", "migration.md")
+    with open(guide) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+    (code,) = [b for b in blocks if b.startswith("# migration: canned\n")]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "migration.md", "exec"), namespace)
+    work = str(tmp_path / "model")
+    shutil.copytree(os.path.join(ref.FIXTURES, "dnn_classifier"), work)
+    est = namespace["make_dnn_classifier"](work)
+    expected = REFERENCE["cases"]["dnn_classifier"]
+    evaluation = est.evaluate(ref.input_fn(tf, "binary", False))
+    assert sorted(evaluation) == sorted(expected["evaluate"])
+    np.testing.assert_allclose(
+        ref.jsonable(evaluation["loss"]), expected["evaluate"]["loss"], atol=VALUE_ATOL
+    )
+    est.train(ref.input_fn(tf, "binary", True), steps=ref.CONTINUE_STEPS)
+    got = ref.checkpoint_variables(tf, work)
+    assert sorted(got) == sorted(expected["after_continue"])
+    for var, value in expected["after_continue"].items():
+        _assert_close(got[var], value, CONTINUE_ATOL, var)
