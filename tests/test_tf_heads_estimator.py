@@ -55,7 +55,9 @@ def input_fn_of(case: dict[str, Any], repeat: bool) -> Any:
         feats = {"x": np.asarray(case["x"], np.float32)}
         feats.update({k: np.asarray(v, np.float32) for k, v in case["features"].items()})
         labels = case["labels"]
-        labels = {k: np.asarray(v) for k, v in labels.items()} if isinstance(labels, dict) else np.asarray(labels)
+        labels = (
+            {k: np.asarray(v) for k, v in labels.items()} if isinstance(labels, dict) else np.asarray(labels)
+        )
         ds = tf.data.Dataset.from_tensor_slices((feats, labels))
         return (ds.repeat() if repeat else ds).batch(case["batch_size"])
 
@@ -94,10 +96,49 @@ def test_head_in_estimator_matches_tf215(name: str, tmp_path: Any) -> None:
         for key in want:
             assert_close(got[key], want[key], key)
 
-    receiver_fn = tf_bridge.build_parsing_serving_input_receiver_fn({"x": tf.io.FixedLenFeature([3], tf.float32)})
+    receiver_fn = tf_bridge.build_parsing_serving_input_receiver_fn(
+        {"x": tf.io.FixedLenFeature([3], tf.float32)}
+    )
     export_dir = est.export_saved_model(str(tmp_path / "export"), receiver_fn)
     saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, b"saved_model.pb" if isinstance(export_dir, bytes) else "saved_model.pb"), "rb") as f:
+    with open(
+        os.path.join(export_dir, b"saved_model.pb" if isinstance(export_dir, bytes) else "saved_model.pb"),
+        "rb",
+    ) as f:
         saved.ParseFromString(f.read())
     sigs = saved.meta_graphs[0].signature_def
     assert {k: signature(sigs[k]) for k in sorted(sigs)} == case["signature_defs"]
+
+
+def test_migration_guide_heads_example(tmp_path: Any) -> None:
+    """docs/migration.md's heads model_fn trains and evaluates under tf_bridge.Estimator;
+    evaluate()'s average_loss and accuracy equal numpy's from the checkpoint's variables."""
+    from tests.test_tf_runner_migration import guide_block
+
+    model_fn = guide_block("tf-heads")["heads_model_fn"]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10, 4)).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, size=(10, 1)).astype(np.float32)
+    y = np.array([["a"], ["b"], ["c"], ["a"], ["c"], ["b"], ["b"], ["a"], ["c"], ["a"]])
+
+    def input_fn() -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices(({"x": x, "w": w}, y)).batch(5)
+
+    est = tf_bridge.Estimator(model_fn, str(tmp_path / "model"))
+    est.train(input_fn, steps=2)
+    result = est.evaluate(input_fn)
+    assert sorted(result) == ["accuracy", "average_loss", "global_step", "loss"]
+    kernel, bias = est.get_variable_value("kernel"), est.get_variable_value("bias")
+    logits = x @ kernel + bias
+    log_p = logits - logits.max(1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(1, keepdims=True))
+    ids = np.array([["a", "b", "c"].index(v) for v in y[:, 0]])
+    xent = -log_p[np.arange(10), ids]
+    assert result["average_loss"] == pytest.approx(np.sum(xent * w[:, 0]) / np.sum(w), rel=1e-5)
+    assert result["accuracy"] == pytest.approx(
+        np.sum((logits.argmax(1) == ids) * w[:, 0]) / np.sum(w), rel=1e-5
+    )
+    # loss: the mean over the two batches of each batch's SUM_OVER_BATCH_SIZE loss
+    batch_losses = [np.mean(xent[i : i + 5] * w[i : i + 5, 0]) for i in (0, 5)]
+    assert result["loss"] == pytest.approx(np.mean(batch_losses), rel=1e-5)
+    assert result["global_step"] == 2
