@@ -11,7 +11,16 @@ import pytest
 import tensorflow as tf
 
 import tf_bridge
-from tests.test_tf_heads import CASES, DATA, _case_inputs, build_head, metric_values, run_error
+from tests.test_tf_heads import (
+    CASES,
+    DATA,
+    _case_inputs,
+    build_head,
+    labels_of,
+    metric_values,
+    run_error,
+    tensor,
+)
 from tf_bridge import heads
 
 v1 = tf.compat.v1
@@ -169,3 +178,24 @@ def test_bad_input_messages_name_the_argument(case: dict[str, Any]) -> None:
     assert error is not None
     word = next(w for part, w in _FIELD_WORDS if part in case["name"])
     assert word in message.lower(), f"{case['name']}: {message!r} does not name {word!r}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "binary_weights_thresholds_vocab_sum",
+        "multiclass_vocab_weights_sum",
+        "multilabel_thresholds_classes_vocab_weights",
+    ],
+)
+def test_eager_metrics_and_update_metrics_match_tf215(name: str) -> None:
+    """``metrics()`` + ``update_metrics`` outside a graph, as TF 2.15 allowed."""
+    case = CASES[name]
+    assert tf.executing_eagerly()
+    head = build_head(case["head"])
+    inputs = case["inputs"]
+    features = {k: tensor(v) for k, v in inputs["features"].items()}
+    logits = tf.constant(np.asarray(inputs["logits"], np.float32))
+    updated = head.update_metrics(head.metrics(), features, logits, labels_of(inputs["labels"]))
+    got = {k: float(m.result()) for k, m in updated.items()}
+    assert got == pytest.approx(case["eval"]["metrics"], abs=1e-5)
