@@ -7,7 +7,7 @@ optimizers (the ``tf_keras`` package: ``tf_keras.optimizers.legacy``) and name t
 variables and optimizer slots as TF 2.15 did, so a model_dir written by TF 2.15's canned
 estimator is evaluated, predicted from and trained further here with the same numbers.
 They are ``tf_bridge.Estimator``s (train, evaluate, predict, export_saved_model, ...).
-This package needs ``tf_keras``.
+Their graphs need ``tf_keras``; importing this package does not.
 """
 
 from tf_bridge.canned.dnn import DNNClassifier, DNNRegressor

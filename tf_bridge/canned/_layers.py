@@ -12,12 +12,12 @@ variable names.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
-import tf_keras
 
 from jaxspec.mode_keys import ModeKeys
 
@@ -30,76 +30,83 @@ def add_layer_summary(value: Any, tag: str) -> None:
     tf.compat.v1.summary.histogram(f"{tag}/activation", value)
 
 
-class DNNModel(tf_keras.Model):
-    """Feature columns -> hidden layers (each optionally with dropout and batch norm) -> logits.
+@functools.cache
+def dnn_model_class() -> type:
+    """The Keras 2 model class of the DNN (made on first use: ``tf_keras`` is imported then)."""
+    import tf_keras
 
-    Args:
-      units: int, the logits' last dimension.
-      hidden_units: ints, one per hidden layer.
-      feature_columns: v2 feature columns (``tf.feature_column.*``) for ``DenseFeatures``.
-      activation_fn: the hidden layers' activation.
-      dropout: None or the probability of dropping a coordinate (TRAIN only).
-      batch_norm: batch normalisation (momentum 0.999, as TF 2.15) after each hidden layer.
+    class DNNModel(tf_keras.Model):
+        """Feature columns -> hidden layers (each optionally with dropout and batch norm) -> logits.
 
-    Raises:
-      ValueError: ``units`` is not an int.
-    """
+        Args:
+          units: int, the logits' last dimension.
+          hidden_units: ints, one per hidden layer.
+          feature_columns: v2 feature columns (``tf.feature_column.*``) for ``DenseFeatures``.
+          activation_fn: the hidden layers' activation.
+          dropout: None or the probability of dropping a coordinate (TRAIN only).
+          batch_norm: batch normalisation (momentum 0.999, as TF 2.15) after each hidden layer.
 
-    def __init__(
-        self,
-        units: int,
-        hidden_units: Sequence[int],
-        feature_columns: Sequence[Any],
-        activation_fn: Any,
-        dropout: float | None,
-        batch_norm: bool,
-        name: str = "dnn",
-    ) -> None:
-        if not isinstance(units, int):
-            raise ValueError(f"units must be an int, got {type(units).__name__}.")
-        super().__init__(name=name)
-        self._input_layer = tf_keras.layers.DenseFeatures(
-            feature_columns=feature_columns, name="input_from_feature_columns/input_layer"
-        )
-        self._dropout = dropout
-        self._blocks = []
-        for i, width in enumerate(hidden_units):
-            scope = f"hiddenlayer_{i}"
-            dense = tf_keras.layers.Dense(
-                units=width,
-                activation=activation_fn,
-                kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
-                name=scope,
+        Raises:
+          ValueError: ``units`` is not an int.
+        """
+
+        def __init__(
+            self,
+            units: int,
+            hidden_units: Sequence[int],
+            feature_columns: Sequence[Any],
+            activation_fn: Any,
+            dropout: float | None,
+            batch_norm: bool,
+            name: str = "dnn",
+        ) -> None:
+            if not isinstance(units, int):
+                raise ValueError(f"units must be an int, got {type(units).__name__}.")
+            super().__init__(name=name)
+            self._input_layer = tf_keras.layers.DenseFeatures(
+                feature_columns=feature_columns, name="input_from_feature_columns/input_layer"
             )
-            drop = tf_keras.layers.Dropout(rate=dropout) if dropout is not None else None
-            norm = (
-                tf_keras.layers.BatchNormalization(
-                    momentum=0.999, trainable=True, name=f"{scope}/batchnorm_{i}"
+            self._dropout = dropout
+            self._blocks = []
+            for i, width in enumerate(hidden_units):
+                scope = f"hiddenlayer_{i}"
+                dense = tf_keras.layers.Dense(
+                    units=width,
+                    activation=activation_fn,
+                    kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
+                    name=scope,
                 )
-                if batch_norm
-                else None
+                drop = tf_keras.layers.Dropout(rate=dropout) if dropout is not None else None
+                norm = (
+                    tf_keras.layers.BatchNormalization(
+                        momentum=0.999, trainable=True, name=f"{scope}/batchnorm_{i}"
+                    )
+                    if batch_norm
+                    else None
+                )
+                self._blocks.append((scope, dense, drop, norm))
+            self._logits_layer = tf_keras.layers.Dense(
+                units=units,
+                activation=None,
+                kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
+                name="logits",
             )
-            self._blocks.append((scope, dense, drop, norm))
-        self._logits_layer = tf_keras.layers.Dense(
-            units=units,
-            activation=None,
-            kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
-            name="logits",
-        )
 
-    def call(self, features: dict[str, Any], mode: str) -> Any:
-        training = mode == ModeKeys.TRAIN
-        net = self._input_layer(features, training=training)
-        for scope, dense, drop, norm in self._blocks:
-            net = dense(net)
-            if drop is not None and training:
-                net = drop(net, training=True)
-            if norm is not None:
-                net = norm(net, training=training)
-            add_layer_summary(net, scope)
-        logits = self._logits_layer(net)
-        add_layer_summary(logits, "logits")
-        return logits
+        def call(self, features: dict[str, Any], mode: str) -> Any:
+            training = mode == ModeKeys.TRAIN
+            net = self._input_layer(features, training=training)
+            for scope, dense, drop, norm in self._blocks:
+                net = dense(net)
+                if drop is not None and training:
+                    net = drop(net, training=True)
+                if norm is not None:
+                    net = norm(net, training=training)
+                add_layer_summary(net, scope)
+            logits = self._logits_layer(net)
+            add_layer_summary(logits, "logits")
+            return logits
+
+    return DNNModel
 
 
 def dnn_logits(
@@ -114,7 +121,7 @@ def dnn_logits(
 ) -> tuple[Any, list[Any], list[Any]]:
     """Build the DNN in the current graph: ``(logits [batch, units], trainable variables,
     update ops (batch norm's moving averages))``."""
-    model = DNNModel(units, hidden_units, feature_columns, activation_fn, dropout, batch_norm)
+    model = dnn_model_class()(units, hidden_units, feature_columns, activation_fn, dropout, batch_norm)
     logits = model(features, mode)
     return logits, list(model.trainable_variables), list(model.updates)
 

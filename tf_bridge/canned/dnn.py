@@ -34,7 +34,7 @@ def dnn_model_fn(
     dropout: float | None = None,
     batch_norm: bool = False,
 ) -> Any:
-    """The DNN canned model_fn: the network of ``_layers.DNNModel`` under ``head``; in TRAIN
+    """The DNN canned model_fn: the network of ``_layers.dnn_model_class()`` under ``head``; in TRAIN
     the Keras optimizer's ``iterations`` is the global step, so each step adds one to it.
 
     Raises:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-import tf_keras
-
 # The learning rate for a name whose optimizer has no default one (TF 2.15's rule; all
 # five have one today).
 FALLBACK_LEARNING_RATE = 0.05
@@ -22,6 +20,8 @@ FALLBACK_LEARNING_RATE = 0.05
 
 def optimizer_classes() -> dict[str, type]:
     """The optimizer names the canned estimators accept -> their Keras legacy classes."""
+    import tf_keras
+
     legacy = tf_keras.optimizers.legacy
     return {
         "Adagrad": legacy.Adagrad,
@@ -55,6 +55,8 @@ def get_optimizer_instance_v2(opt: Any, learning_rate: float | None = None) -> A
         Keras 3 ``tf.keras.optimizers`` optimizer or a new-style ``tf_keras`` one included:
         TF 2.15's graph-mode estimators refused those too).
     """
+    import tf_keras
+
     classes = optimizer_classes()
     if isinstance(opt, str):
         if opt not in classes:

@@ -7,6 +7,14 @@ them. Each name is tf_bridge's implementation, or TensorFlow's own where
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.canned import (
+    DNNClassifier,
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+    DNNRegressor,
+    LinearClassifier,
+    LinearRegressor,
+)
 from tf_bridge.config import RunConfig
 from tf_bridge.estimator import experimental, export, tpu
 from tf_bridge.heads import (
@@ -98,23 +106,3 @@ __all__ = [
     "tpu",
     "train_and_evaluate",
 ]
-
-_CANNED = frozenset(
-    {
-        "DNNClassifier",
-        "DNNLinearCombinedClassifier",
-        "DNNLinearCombinedRegressor",
-        "DNNRegressor",
-        "LinearClassifier",
-        "LinearRegressor",
-    }
-)
-
-
-def __getattr__(name: str):
-    """The canned estimators, imported on first use (``tf_bridge.canned`` needs tf_keras)."""
-    if name in _CANNED:
-        from tf_bridge import canned
-
-        return getattr(canned, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
