@@ -4,8 +4,10 @@ with tf.estimator's losses, eval metric keys and values, prediction keys, export
 and signature defs, and its exception types for bad input.
 
     head = tf_bridge.heads.MultiClassHead(n_classes=3)
+
     def model_fn(features, labels, mode):
-        logits = tf.compat.v1.layers.dense(features["x"], head.logits_dimension)
+        w = tf.compat.v1.get_variable("w", [4, head.logits_dimension])
+        logits = tf.matmul(features["x"], w)
         return head.create_estimator_spec(features, mode, logits, labels, train_op_fn=...)
 
 ``create_estimator_spec`` returns a ``tf_bridge.EstimatorSpec`` for ``tf_bridge.Estimator``

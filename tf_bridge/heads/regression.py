@@ -234,8 +234,8 @@ class LogisticRegressionHead(RegressionHead):
     Args:
       weight_column, loss_reduction, name: as RegressionHead.
 
-    Raises (from ``loss``): ValueError (eager) or tf.errors.InvalidArgumentError (graph,
-    at run time) for a label outside [0, 1].
+    ``loss`` raises ValueError (eager) or tf.errors.InvalidArgumentError (graph, at run
+    time) for a label outside [0, 1].
     """
 
     def __init__(
