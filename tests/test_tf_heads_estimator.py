@@ -142,3 +142,43 @@ def test_migration_guide_heads_example(tmp_path: Any) -> None:
     batch_losses = [np.mean(xent[i : i + 5] * w[i : i + 5, 0]) for i in (0, 5)]
     assert result["loss"] == pytest.approx(np.mean(batch_losses), rel=1e-5)
     assert result["global_step"] == 2
+
+
+@pytest.mark.parametrize("name", ["multiclass", "binary_vocab_weights_thresholds"])
+def test_tpu_estimator_spec_in_tpu_estimator_matches_tf215(name: str, tmp_path: Any) -> None:
+    """A TPUEstimator model_fn returning ``head._create_tpu_estimator_spec(...)`` (CPU path)
+    trains and evaluates as TF 2.15's Estimator did with the head's EstimatorSpec."""
+    case = RUNS[name]
+
+    def model_fn(features: Any, labels: Any, mode: str, params: dict[str, Any]) -> Any:
+        head = build_head(case["head"])
+        w = v1.get_variable("w", initializer=tf.constant(np.asarray(case["w0"], np.float32)))
+
+        def train_op_fn(loss: tf.Tensor) -> Any:
+            opt = v1.train.GradientDescentOptimizer(case["learning_rate"])
+            return opt.minimize(loss, global_step=v1.train.get_global_step())
+
+        return head._create_tpu_estimator_spec(
+            features=features,
+            mode=mode,
+            logits=tf.matmul(features["x"], w),
+            labels=labels,
+            train_op_fn=train_op_fn,
+        )
+
+    def input_fn(repeat: bool) -> Any:
+        return lambda params: input_fn_of(case, repeat)()
+
+    config = tf_bridge.RunConfig(model_dir=str(tmp_path / "model"), tpu_config=tf_bridge.TPUConfig())
+    est = tf_bridge.TPUEstimator(
+        model_fn,
+        config=config,
+        use_tpu=False,
+        train_batch_size=case["batch_size"],
+        eval_batch_size=case["batch_size"],
+    )
+    est.train(input_fn(True), steps=case["train_steps"])
+    got = est.evaluate(input_fn(False))
+    assert sorted(got) == sorted(case["evaluate"])
+    for key, want in case["evaluate"].items():
+        assert float(got[key]) == pytest.approx(want, abs=1e-5), key
