@@ -141,7 +141,9 @@ class Head(abc.ABC):
             e.g. with ``jaxspec.CrossShardOptimizer``, as TF leaves that to you here).
           update_ops: TRAIN: functions ``state -> state`` applied in order to the new
             state (TF's update ops, e.g. batch norm statistics).
-          regularization_losses: scalars added to the loss.
+          regularization_losses: scalars added to the loss; in TRAIN an entry may also be
+            a function ``params -> scalar`` (say an L2 penalty), differentiated with the
+            loss (TF differentiates its regularization tensors; a JAX array is a constant).
 
         Returns:
           ``jaxspec.EstimatorSpec``.
@@ -269,13 +271,18 @@ class Head(abc.ABC):
 
         def objective(p: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
             lg = logits(p)
-            loss = self.loss(labels, lg, features, ModeKeys.TRAIN, regularization_losses)
+            reg = (
+                None
+                if regularization_losses is None
+                else [r(p) if callable(r) else r for r in regularization_losses]
+            )
+            loss = self.loss(labels, lg, features, ModeKeys.TRAIN, reg)
             return loss * scale, (loss, lg)
 
         (_, (loss, lg)), grads = jax.value_and_grad(objective, has_aux=True)(params)
         if optimizer is not None:
             if replicas > 1:
-                grads = jax.tree.map(lambda g: jax.lax.psum(g, REPLICA_AXIS), grads)
+                grads = _sum_over_replicas(grads, loss)
             new_state = _apply_optimizer(optimizer, trainable_variables, grads)
         else:
             new_state = train_op_fn(grads)
@@ -284,6 +291,23 @@ class Head(abc.ABC):
         return TPUEstimatorSpec(
             mode=ModeKeys.TRAIN, predictions=self.predictions(lg), loss=loss, train_op=new_state
         )
+
+
+def _varies(x: Any) -> bool:
+    """Whether shard_map records ``x`` as varying over replicas (never, without check_vma)."""
+    aval = jax.typeof(x)
+    manual = getattr(aval, "manual_axis_type", None)
+    varying = getattr(manual, "varying", None) if manual is not None else getattr(aval, "vma", None)
+    return REPLICA_AXIS in (varying or ())
+
+
+def _sum_over_replicas(grads: Any, loss: jax.Array) -> Any:
+    """The gradients summed over the replica axis, as a distribution strategy sums them.
+    Where shard_map tracks what varies over replicas (``check_vma``), the gradient of a
+    replicated parameter is already that sum (JAX's transpose of the broadcast) and is
+    left as it is; otherwise (TPUEstimator's shard_map) the head sums it."""
+    tracked = _varies(loss)
+    return jax.tree.map(lambda g: g if tracked and not _varies(g) else jax.lax.psum(g, REPLICA_AXIS), grads)
 
 
 def _check_optimizer(optimizer: Any, state: Any) -> None:
