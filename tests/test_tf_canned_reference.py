@@ -8,6 +8,7 @@ model_dir (``tests/data/tf215_canned/<case>``); from that model_dir it recorded
 on the pinned TensorFlow, must give the same evaluate keys and values (1e-5), the same
 predictions (every key, 1e-5) and, after the same 4 steps, the same checkpoint: the same
 variable names (weights, optimizer slots and hyperparameters, global_step) and values (1e-4).
+Trained from an empty model_dir with the same seed, it writes the fixture itself.
 """
 
 from __future__ import annotations
@@ -111,3 +112,16 @@ def test_migration_guide_example_continues_tf215(tmp_path: Any) -> None:
     assert sorted(got) == sorted(expected["after_continue"])
     for var, value in expected["after_continue"].items():
         _assert_close(got[var], value, CONTINUE_ATOL, var)
+
+
+@pytest.mark.parametrize("name", sorted(ref.CASES))
+def test_training_from_scratch_writes_tf215_fixture(name: str, tmp_path: Any) -> None:
+    """With the same ``tf_random_seed``, 3 steps from an empty model_dir give the checkpoint
+    TF 2.15 wrote (the fixture): the seeded initial values as well as the updates."""
+    est = ref.build(name, tf_estimator, tf_keras.optimizers.legacy, tf.feature_column, tf, str(tmp_path))
+    est.train(ref.input_fn(tf, ref.CASES[name][1], True), steps=ref.FIXTURE_STEPS)
+    got = ref.checkpoint_variables(tf, str(tmp_path))
+    expected = ref.checkpoint_variables(tf, os.path.join(ref.FIXTURES, name))
+    assert sorted(got) == sorted(expected)
+    for var, value in expected.items():
+        _assert_close(got[var], value, CONTINUE_ATOL, f"{name}: {var}")
