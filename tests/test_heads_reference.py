@@ -261,6 +261,10 @@ def test_messages_name_the_argument_and_shapes():
         heads.BinaryClassHead(weight_column="w").loss(
             np.zeros((6, 1), np.int32), np.zeros((6, 1), np.float32), {"w": np.ones((4, 1), np.float32)}
         )
+    with pytest.raises(ValueError, match=r"labels \['maybe'\] are not in label_vocabulary \['neg', 'pos'\]"):
+        heads.BinaryClassHead(label_vocabulary=["neg", "pos"]).loss(
+            np.array([["neg"], ["maybe"]]), np.zeros((2, 1), np.float32)
+        )
     with pytest.raises(ValueError, match=r"cannot split logits of shape \(6, 3\).*\[3, 1\]"):
         heads.MultiHead([heads.MultiClassHead(3, name="m"), heads.BinaryClassHead(name="b")]).predictions(
             np.zeros((6, 3), np.float32)

@@ -123,15 +123,19 @@ def check_labels(labels: Any, logits: Any, expected_dim: int) -> Any:
 
 
 def label_ids_from_vocabulary(labels: Any, vocabulary: Sequence[str]) -> Any:
-    """String labels (numpy, concrete) to their index in ``vocabulary`` (-1 when absent,
-    as TF's lookup table); integer labels are taken as ids already (JAX arrays hold no
-    strings, so labels inside a compiled step arrive as ids)."""
+    """String labels (numpy, concrete) to their index in ``vocabulary`` (ValueError naming
+    those absent from it, where TF's lookup gives -1 and its range check fails); integer
+    labels are taken as ids already (JAX arrays hold no strings, so labels inside a
+    compiled step arrive as ids)."""
     if isinstance(labels, np.ndarray) and labels.dtype.kind in ("U", "S", "O"):
         table = {str(v): i for i, v in enumerate(vocabulary)}
         decoded = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else str(s), otypes=[object])(
             labels
         )
-        return np.vectorize(lambda s: table.get(s, -1), otypes=[np.int32])(decoded)
+        unknown = sorted({s for s in decoded.ravel() if s not in table})
+        if unknown:
+            raise ValueError(f"labels {unknown} are not in label_vocabulary {list(vocabulary)}.")
+        return np.vectorize(table.__getitem__, otypes=[np.int32])(decoded)
     if not np.issubdtype(np.dtype(labels.dtype), np.integer):
         raise ValueError(
             "with a label_vocabulary, labels must be strings (numpy) or integer ids into the "
