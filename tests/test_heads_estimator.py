@@ -1,5 +1,5 @@
 """Heads through jaxspec.Estimator and TPUEstimator(use_tpu=True): the TF 2.15 Estimator
-runs of tests/data/tf215_heads.json (3 training steps, evaluate, predict), and the 8-replica
+runs of tests/data/tf215_heads.json (the losses of 3 training steps, evaluate, predict), and the 8-replica
 mesh against one device (training with the head's 1/num_replicas scaling, eval metrics)."""
 
 from __future__ import annotations
@@ -102,6 +102,19 @@ def init_for(w0: Any, learning_rate: float) -> Any:
     return init_fn
 
 
+class LossRecorder(jaxspec.SessionRunHook):
+    """Records each training step's loss, as the reference's hook does in TF."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def before_run(self, run_context: Any) -> jaxspec.SessionRunArgs:
+        return jaxspec.SessionRunArgs("loss")
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self.values.append(float(run_values.results))
+
+
 def flat(key: Any) -> str:
     return "/".join(key) if isinstance(key, tuple) else key
 
@@ -119,7 +132,9 @@ def test_estimator_matches_tf215(tmp_path, name):
         init_fn=init_for(case["w0"], case["learning_rate"]),
     )
     batch = case["batch_size"]
-    est.train(input_fn(features, labels, batch, repeat=True), steps=case["train_steps"])
+    losses = LossRecorder()
+    est.train(input_fn(features, labels, batch, repeat=True), steps=case["train_steps"], hooks=[losses])
+    np.testing.assert_allclose(losses.values, case["train_losses"], atol=1e-5, rtol=1e-5)
     result = est.evaluate(input_fn(features, labels, batch, repeat=False))
     assert sorted(result) == sorted(case["evaluate"])
     for key, want in case["evaluate"].items():
