@@ -169,7 +169,7 @@ def _cases() -> dict[str, tuple[str, str, Callable[[Any, Any, Any], dict[str, An
             "linear_feature_columns": [cols["c"]],
             "dnn_feature_columns": [cols["x"]],
             "dnn_hidden_units": [4, 2],
-            "dnn_optimizer": opt.Adam(learning_rate=0.01),
+            "dnn_optimizer": opt.RMSprop(learning_rate=0.01, momentum=0.5),
             "linear_optimizer": "Adagrad",
             "label_dimension": 2,
             "batch_norm": True,

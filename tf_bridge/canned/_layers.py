@@ -30,6 +30,32 @@ def add_layer_summary(value: Any, tag: str) -> None:
     tf.compat.v1.summary.histogram(f"{tag}/activation", value)
 
 
+def hidden_blocks(
+    hidden_units: Sequence[int], activation_fn: Any, dropout: float | None, batch_norm: bool
+) -> list[tuple[str, Any, Any, Any]]:
+    """Per hidden layer: ``(scope name, Dense, Dropout or None, BatchNormalization or None)``,
+    Keras 2 layers named as TF 2.15's (``hiddenlayer_<i>``, ``hiddenlayer_<i>/batchnorm_<i>``)."""
+    import tf_keras
+
+    blocks = []
+    for i, width in enumerate(hidden_units):
+        scope = f"hiddenlayer_{i}"
+        dense = tf_keras.layers.Dense(
+            units=width,
+            activation=activation_fn,
+            kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
+            name=scope,
+        )
+        drop = tf_keras.layers.Dropout(rate=dropout) if dropout is not None else None
+        norm = None
+        if batch_norm:
+            norm = tf_keras.layers.BatchNormalization(
+                momentum=0.999, trainable=True, name=f"{scope}/batchnorm_{i}"
+            )
+        blocks.append((scope, dense, drop, norm))
+    return blocks
+
+
 @functools.cache
 def dnn_model_class() -> type:
     """The Keras 2 model class of the DNN (made on first use: ``tf_keras`` is imported then)."""
@@ -66,25 +92,7 @@ def dnn_model_class() -> type:
             self._input_layer = tf_keras.layers.DenseFeatures(
                 feature_columns=feature_columns, name="input_from_feature_columns/input_layer"
             )
-            self._dropout = dropout
-            self._blocks = []
-            for i, width in enumerate(hidden_units):
-                scope = f"hiddenlayer_{i}"
-                dense = tf_keras.layers.Dense(
-                    units=width,
-                    activation=activation_fn,
-                    kernel_initializer=tf.compat.v1.glorot_uniform_initializer(),
-                    name=scope,
-                )
-                drop = tf_keras.layers.Dropout(rate=dropout) if dropout is not None else None
-                norm = (
-                    tf_keras.layers.BatchNormalization(
-                        momentum=0.999, trainable=True, name=f"{scope}/batchnorm_{i}"
-                    )
-                    if batch_norm
-                    else None
-                )
-                self._blocks.append((scope, dense, drop, norm))
+            self._blocks = hidden_blocks(hidden_units, activation_fn, dropout, batch_norm)
             self._logits_layer = tf_keras.layers.Dense(
                 units=units,
                 activation=None,
