@@ -49,6 +49,12 @@ def build_head(spec: dict[str, Any]) -> Any:
     for arg in ("loss_fn", "inverse_link_fn"):
         if arg in kwargs:
             kwargs[arg] = named_fn(kwargs[arg])
+    if isinstance(kwargs.get("weight_column"), dict):  # {"numeric_column": key, "normalizer": name}
+        column = kwargs["weight_column"]
+        normalizer = {"double": lambda w: 2.0 * w, None: None}[column.get("normalizer")]
+        kwargs["weight_column"] = tf.feature_column.numeric_column(
+            column["numeric_column"], normalizer_fn=normalizer
+        )
     if spec["class"] == "MultiHead":
         kwargs["heads"] = [build_head(h) for h in kwargs["heads"]]
     return getattr(heads, spec["class"])(**kwargs)
@@ -73,6 +79,9 @@ def fed(value: Any, unknown_batch: bool = False) -> tf.Tensor:
 
 
 def labels_of(value: Any, unknown_batch: bool = False) -> Any:
+    if isinstance(value, dict) and "__sparse__" in value:
+        sp = value["__sparse__"]
+        return tf.SparseTensor(tf.constant(sp["indices"], tf.int64), tensor(sp["values"]), sp["dense_shape"])
     if isinstance(value, dict):
         return {k: fed(v, unknown_batch) for k, v in value.items()}
     return None if value is None else fed(value, unknown_batch)
@@ -135,7 +144,7 @@ def _train_op_fn(loss: tf.Tensor) -> Any:
     return tf.group(tf.identity(loss))
 
 
-CASES = {c["name"]: c for c in DATA["cases"]}
+CASES = {c["name"]: c for c in DATA["cases"] + DATA["more_cases"]}
 
 
 def _case_inputs(case: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
@@ -181,10 +190,10 @@ def test_loss_and_eval_metrics_match_tf215(name: str) -> None:
 def test_predictions_exports_and_signatures_match_tf215(name: str) -> None:
     case = CASES[name]
     logits_value = np.asarray(case["inputs"]["logits"], np.float32)
-    dim = logits_value.shape[1]
+    inner = list(logits_value.shape[1:])
     with tf.Graph().as_default():
         head = build_head(case["head"])
-        ph = v1.placeholder(tf.float32, [None, dim], name="logits")
+        ph = v1.placeholder(tf.float32, [None] + inner, name="logits")
         spec = head.create_estimator_spec(features={}, mode=ModeKeys.PREDICT, logits=ph)
         with v1.Session() as sess:
             sess.run(v1.tables_initializer())
@@ -197,7 +206,7 @@ def test_predictions_exports_and_signatures_match_tf215(name: str) -> None:
     with tf.Graph().as_default():
         head = build_head(case["head"])
         serialized = v1.placeholder(tf.string, [None], name="input_example_tensor")
-        parsed = tf.io.parse_example(serialized, {"logits": tf.io.FixedLenFeature([dim], tf.float32)})
+        parsed = tf.io.parse_example(serialized, {"logits": tf.io.FixedLenFeature(inner, tf.float32)})
         spec = head.create_estimator_spec(features={}, mode=ModeKeys.PREDICT, logits=parsed["logits"])
         example = signature_defs(spec.export_outputs, {"inputs": serialized})
     got = {key_of(k): plain(v) for k, v in preds.items()}

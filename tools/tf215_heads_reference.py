@@ -35,6 +35,12 @@ heads) and by the JAX-side heads' tests. Layout::
                                                # holding "logits")
         }, ...
       ],
+      "more_cases": [...],                     # as "cases": rank-3 logits, per-logit and
+                                               # numeric_column weights, 'auto', SparseTensor
+                                               # labels {"__sparse__": {"indices", "values",
+                                               # "dense_shape"}}; a weight_column may be
+                                               # {"numeric_column": key, "normalizer":
+                                               # "double" (w -> 2 w) or absent}
       "errors": [                              # bad input, TF 2.15's exception types
         {"name": str, "head": HEAD, "call": "init"|"loss"|"predictions"|"eval_spec"|
          "train_spec*"|"loss_reduction", "mode": "graph"|"eager"|"graph_unknown_batch"
@@ -64,6 +70,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Any
@@ -106,6 +113,12 @@ def build_head(spec: dict[str, Any]) -> Any:
     for arg in ("loss_fn", "inverse_link_fn"):
         if arg in kwargs:
             kwargs[arg] = _loss_fn(kwargs[arg])
+    if isinstance(kwargs.get("weight_column"), dict):  # {"numeric_column": key, "normalizer": name}
+        column = kwargs["weight_column"]
+        normalizer = {"double": lambda w: 2.0 * w, None: None}[column.get("normalizer")]
+        kwargs["weight_column"] = tf.feature_column.numeric_column(
+            column["numeric_column"], normalizer_fn=normalizer
+        )
     if spec["class"] == "MultiHead":
         kwargs["heads"] = [build_head(h) for h in kwargs["heads"]]
     return getattr(est, spec["class"])(**kwargs)
@@ -133,6 +146,9 @@ _UNKNOWN_BATCH = False  # True while an error case of mode "graph_unknown_batch"
 
 
 def _labels(value: Any) -> Any:
+    if isinstance(value, dict) and "__sparse__" in value:  # {"__sparse__": {indices, values, dense_shape}}
+        sp = value["__sparse__"]
+        return tf.SparseTensor(tf.constant(sp["indices"], tf.int64), _tensor(sp["values"]), sp["dense_shape"])
     if isinstance(value, dict):
         return {k: _fed(v) for k, v in value.items()}
     return None if value is None else _fed(value)
@@ -230,10 +246,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                 "metrics": _metric_values(sess, eval_spec.eval_metric_ops),
             }
     # PREDICT: logits are the serving input (raw), or parsed from serialized tf.Examples.
-    dim = logits_value.shape[1]
+    inner = list(logits_value.shape[1:])
     with tf.Graph().as_default():
         head = build_head(case["head"])
-        ph = v1.placeholder(tf.float32, [None, dim], name="logits")
+        ph = v1.placeholder(tf.float32, [None] + inner, name="logits")
         spec = head.create_estimator_spec(features={}, mode=est.ModeKeys.PREDICT, logits=ph)
         with v1.Session() as sess:
             sess.run(v1.tables_initializer())
@@ -249,7 +265,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     with tf.Graph().as_default():
         head = build_head(case["head"])
         serialized = v1.placeholder(tf.string, [None], name="input_example_tensor")
-        parsed = tf.io.parse_example(serialized, {"logits": tf.io.FixedLenFeature([dim], tf.float32)})
+        parsed = tf.io.parse_example(serialized, {"logits": tf.io.FixedLenFeature(inner, tf.float32)})
         spec = head.create_estimator_spec(features={}, mode=est.ModeKeys.PREDICT, logits=parsed["logits"])
         result["signature_defs"]["example"] = _signature_defs(spec.export_outputs, {"inputs": serialized})
     return result
@@ -463,6 +479,100 @@ def run_eager(case: dict[str, Any]) -> dict[str, Any]:
             _key(k): _plain(v.numpy()) for k, v in sorted(preds.items(), key=lambda i: _key(i[0]))
         },
     }
+
+
+def _sparse(indicator: list[list[int]], vocab: list[str] | None = None) -> dict[str, Any]:
+    """Each row's positive classes (ids, or names with vocab), left-aligned, [batch, n]."""
+    indices, values = [], []
+    for r, row in enumerate(indicator):
+        for j, c in enumerate(i for i, v in enumerate(row) if v):
+            indices.append([r, j])
+            values.append(vocab[c] if vocab else c)
+    return {
+        "__sparse__": {
+            "indices": indices,
+            "values": values,
+            "dense_shape": [len(indicator), len(indicator[0])],
+        }
+    }
+
+
+def more_cases() -> list[dict[str, Any]]:
+    """Rank-3 logits, per-logit weights, numeric_column weights, 'auto', sparse labels."""
+    logits3d = np.asarray(LOGITS3, np.float32).reshape(2, 3, 3).tolist()
+    labels3d = np.asarray(LABELS3).reshape(2, 3).tolist()  # one rank below logits
+    weights3d = np.asarray(WEIGHTS).reshape(2, 3).tolist()
+    vocab = ["a", "b", "c"]
+    return [
+        _case(
+            "binary_rank3_weights",
+            "BinaryClassHead",
+            {"weight_column": "w", "thresholds": [0.5]},
+            np.asarray(LOGITS1).reshape(2, 3, 1).tolist(),
+            np.asarray(LABELS01).reshape(2, 3, 1).tolist(),
+            {"w": weights3d},
+        ),
+        _case(
+            "multiclass_rank3_weights",
+            "MultiClassHead",
+            {"n_classes": 3, "weight_column": "w"},
+            logits3d,
+            labels3d,
+            {"w": weights3d},
+        ),
+        _case(
+            "multilabel_rank3",
+            "MultiLabelHead",
+            {"n_classes": 3, "thresholds": [0.5], "classes_for_class_based_metrics": [1]},
+            logits3d,
+            np.asarray(MULTILABEL).reshape(2, 3, 3).tolist(),
+        ),
+        _case(
+            "regression_rank3_dim3",
+            "RegressionHead",
+            {"label_dimension": 3},
+            logits3d,
+            (np.asarray(logits3d) * 0.5 + 0.1).tolist(),
+        ),
+        _case(
+            "regression_per_logit_weights",
+            "RegressionHead",
+            {"label_dimension": 2, "weight_column": "w2"},
+            [r[:2] for r in LOGITS3],
+            REG_LABELS2,
+            {"w2": [[1.0, 0.0], [0.5, 2.0], [1.0, 1.0], [3.0, 0.5], [0.0, 0.0], [1.5, 1.0]]},
+        ),
+        _case(
+            "regression_auto_reduction",
+            "RegressionHead",
+            {"loss_reduction": "auto"},
+            LOGITS1,
+            [[0.5], [0.0], [1.5], [-1.0], [0.3], [2.0]],
+        ),
+        _case(
+            "binary_numeric_column_normalizer",
+            "BinaryClassHead",
+            {"weight_column": {"numeric_column": "w", "normalizer": "double"}, "loss_reduction": "sum"},
+            LOGITS1,
+            LABELS01,
+            {"w": WEIGHTS},
+        ),
+        _case(
+            "multilabel_sparse_ids",
+            "MultiLabelHead",
+            {"n_classes": 3, "weight_column": "w"},
+            LOGITS3,
+            _sparse(MULTILABEL),
+            {"w": WEIGHTS},
+        ),
+        _case(
+            "multilabel_sparse_names",
+            "MultiLabelHead",
+            {"n_classes": 3, "label_vocabulary": vocab, "classes_for_class_based_metrics": ["b"]},
+            LOGITS3,
+            _sparse(MULTILABEL, vocab),
+        ),
+    ]
 
 
 # ---- bad input -------------------------------------------------------------------------
@@ -686,11 +796,21 @@ def _call(head: Any, call: str, inputs: dict[str, Any]) -> Any:
     raise KeyError(call)
 
 
+def _message(exc: Exception) -> str:
+    """The message without graph tracebacks and object addresses (stable across runs)."""
+    lines = [
+        line
+        for line in str(exc).splitlines()
+        if line.strip() and not line.startswith((" ", "\t", "Detected at node", "Graph execution error"))
+    ]
+    return re.sub(r" at 0x[0-9a-f]+", "", " ".join(" ".join(lines).split()))[:400]
+
+
 def run_error(case: dict[str, Any]) -> dict[str, Any]:
     result = {"stage": "none", "error": None, "message": ""}
 
     def record(stage, exc):
-        result.update(stage=stage, error=type(exc).__name__, message=" ".join(str(exc).split())[:400])
+        result.update(stage=stage, error=type(exc).__name__, message=_message(exc))
 
     if case["call"] == "init":
         try:
@@ -879,6 +999,7 @@ def main() -> None:
         "tensorflow_estimator": tfe.__version__ if hasattr(tfe, "__version__") else "2.15",
         "loss_fns": _LOSS_FNS,
         "cases": [],
+        "more_cases": [],
         "errors": [],
         "estimator": [],
     }
@@ -886,6 +1007,10 @@ def main() -> None:
         case.update(run_case(case))
         case["eager"] = run_eager(case)
         data["cases"].append(case)
+    for case in more_cases():
+        case.update(run_case(case))
+        case["eager"] = run_eager(case)
+        data["more_cases"].append(case)
     for case in error_cases():
         case.update(run_error(case))
         data["errors"].append(case)
