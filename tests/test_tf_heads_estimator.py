@@ -108,6 +108,24 @@ def test_head_in_estimator_matches_tf215(name: str, tmp_path: Any) -> None:
         saved.ParseFromString(f.read())
     sigs = saved.meta_graphs[0].signature_def
     assert {k: signature(sigs[k]) for k in sorted(sigs)} == case["signature_defs"]
+    _check_serving(export_dir, case)
+
+
+def _check_serving(export_dir: Any, case: dict[str, Any]) -> None:
+    """The SavedModel's predict signature, served tf.Examples of x, gives TF 2.15's predictions."""
+    examples = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=row))}
+            )
+        ).SerializeToString()
+        for row in case["x"]
+    ]
+    loaded = tf.saved_model.load(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
+    outputs = loaded.signatures["predict"](examples=tf.constant(examples))
+    for key, value in outputs.items():
+        want = [p[key] for p in case["predictions"]]
+        assert_close(plain(value.numpy()), want, f"serving predict {key}")
 
 
 def test_migration_guide_heads_example(tmp_path: Any) -> None:
