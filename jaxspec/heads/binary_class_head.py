@@ -43,8 +43,9 @@ def class_names(n_classes: int, label_vocabulary: Sequence[str] | None) -> np.nd
 
 
 def all_class_ids(logits: jax.Array, n_classes: int) -> jax.Array:
-    """``[0, ..., n_classes - 1]`` for every example, int32 ``[batch, n_classes]``."""
-    return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), logits.shape[:-1] + (n_classes,))
+    """``[0, ..., n_classes - 1]`` for every example, int32 ``[batch, n_classes]``: one row
+    per entry of axis 0 even for logits of rank > 2, as TF tiles it."""
+    return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), (logits.shape[0], n_classes))
 
 
 class BinaryClassHead(Head):
