@@ -27,7 +27,7 @@ TOL = 1e-5
 
 
 def named_fn(name: str) -> Any:
-    """The reference tool's named loss_fn / inverse_link_fn (see its _LOSS_FNS)."""
+    """The reference tool's named loss_fn / inverse_link_fn (tools/tf215_heads_reference_common.py's LOSS_FNS)."""
     if name == "abs_error":
         return lambda labels, logits: tf.abs(labels - logits)
     if name == "weighted_sigmoid":
