@@ -6,8 +6,8 @@ Run in a TF 2.15 virtual environment (CI never runs it; TF 2.15 is no dependency
 
 The bad-input cases are in ``tf215_heads_reference_errors.py``, the Estimator runs in
 ``tf215_heads_reference_estimator.py``, the shared helpers and data in
-``tf215_heads_reference_common.py``. It writes ``tests/data/tf215_heads.json``, read by ``tests/test_tf_heads*.py`` (tf_bridge's
-heads) and by the JAX-side heads' tests. Layout::
+``tf215_heads_reference_common.py``. It writes ``tests/data/tf215_heads.json``, read by
+``tests/test_tf_heads*.py`` (tf_bridge's heads) and by the JAX-side heads' tests. Layout::
 
     {
       "tensorflow": "2.15.x", "tensorflow_estimator": "2.15.x",
