@@ -13,15 +13,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax.experimental import sparse
 
 import jaxspec
 from jaxspec import heads
 from jaxspec.export import ClassificationOutput, PredictOutput, RegressionOutput
 
 REF = json.loads((pathlib.Path(__file__).parent / "data" / "tf215_heads.json").read_text())
-# "more_cases" with a TF feature column as weight_column or SparseTensor labels have no JAX
-# form (feature columns are TF objects; JAX has no sparse labels): not run here.
-_TF_ONLY = {"binary_numeric_column_normalizer", "multilabel_sparse_ids", "multilabel_sparse_names"}
+# "more_cases" with a TF feature column as weight_column or sparse string labels have no
+# JAX form (feature columns are TF objects; JAX has no strings): not run here. Sparse
+# integer labels are a jax.experimental.sparse.BCOO.
+_TF_ONLY = {"binary_numeric_column_normalizer", "multilabel_sparse_names"}
 CASES = {c["name"]: c for c in REF["cases"] + REF.get("more_cases", []) if c["name"] not in _TF_ONLY}
 TOL = 1e-5
 
@@ -50,6 +52,10 @@ def as_array(value: Any) -> Any:
     """JSON inputs as arrays: strings stay numpy strings, ints int32, floats float32."""
     if value is None:
         return None
+    if isinstance(value, dict) and "__sparse__" in value:
+        sp = value["__sparse__"]
+        indices, values = jnp.asarray(sp["indices"], jnp.int32), jnp.asarray(sp["values"], jnp.int32)
+        return sparse.BCOO((values, indices), shape=tuple(sp["dense_shape"]))
     if isinstance(value, dict):
         return {k: as_array(v) for k, v in value.items()}
     a = np.asarray(value)

@@ -58,8 +58,10 @@ class MultiLabelHead(Head):
       n_classes: number of classes, > 1.
       weight_column: None or the features key of the weights (``[batch]``/``[batch, 1]``).
       thresholds: probabilities in (0, 1) for the threshold metrics.
-      label_vocabulary: list/tuple of n_classes strings (names the classes; labels are
-        the dense ``[batch, n_classes]`` indicator, as JAX has no sparse string labels).
+      label_vocabulary: list/tuple of n_classes strings (names the classes). Labels are
+        the ``[batch, n_classes]`` indicator, or a ``jax.experimental.sparse.BCOO`` of shape
+        ``[batch, k]`` holding class ids (TF's SparseTensor form; string ids have no JAX
+        form; on the mesh, where inputs are split on axis 0, pass the indicator).
       loss_reduction: ``Reduction.SUM_OVER_BATCH_SIZE`` (default), ``SUM`` or ``AUTO``.
       loss_fn: ``loss_fn(labels, logits[, features])`` returning ``[batch, 1]``.
       classes_for_class_based_metrics: class ids, or vocabulary strings.
@@ -124,9 +126,25 @@ class MultiLabelHead(Head):
         """The class strings: ``class_names()[i]`` is TF's string for class ``i``."""
         return class_names(self._n_classes, self._label_vocabulary)
 
+    def _sparse_indicator(self, labels: Any) -> tuple[jax.Array, Any]:
+        """``jax.experimental.sparse.BCOO`` labels (class ids per example, TF's SparseTensor
+        form) as the ``[batch, n_classes]`` indicator, as ``tf.sparse.to_indicator``."""
+        ids = labels.data
+        if not np.issubdtype(np.dtype(ids.dtype), np.integer):
+            raise ValueError(f"sparse labels must hold integer class ids, got dtype {ids.dtype}.")
+        ok = _checks.labels_in_range(
+            ids, self._n_classes, message=f"sparse labels must be class ids in [0, {self._n_classes})."
+        )
+        rows = labels.indices[:, 0]
+        indicator = jnp.zeros((labels.shape[0], self._n_classes), jnp.int32)
+        return indicator.at[rows, jnp.clip(ids, 0, self._n_classes - 1)].set(1), ok
+
     def _processed_labels(self, logits: jax.Array, labels: Any) -> tuple[jax.Array, Any]:
         if labels is None:
             _checks.check_labels(None, logits, self._n_classes)
+        if type(labels).__name__ == "BCOO":
+            indicator, ok = self._sparse_indicator(labels)
+            return jnp.asarray(_checks.check_labels(indicator, logits, self._n_classes)), ok
         ok = _checks.labels_in_range(
             labels, 2, message="labels must be an integer indicator array with values in [0, 1]."
         )
