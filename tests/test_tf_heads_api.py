@@ -199,3 +199,20 @@ def test_eager_metrics_and_update_metrics_match_tf215(name: str) -> None:
     updated = head.update_metrics(head.metrics(), features, logits, labels_of(inputs["labels"]))
     got = {k: float(m.result()) for k, m in updated.items()}
     assert got == pytest.approx(case["eval"]["metrics"], abs=1e-5)
+
+
+def test_multihead_dict_logits_equal_concatenated_logits() -> None:
+    """Logits given per head (a dict) give TF 2.15's numbers for the concatenated case."""
+    case = CASES["multihead_multiclass_binary_weighted"]
+    logits = np.asarray(case["inputs"]["logits"], np.float32)
+    with tf.Graph().as_default():
+        head = build_head(case["head"])
+        features, _, labels, reg = _case_inputs(case)
+        per_head = {"m": tf.constant(logits[:, :3]), "b": tf.constant(logits[:, 3:])}
+        spec = head.create_estimator_spec(
+            features=features, mode=ModeKeys.EVAL, logits=per_head, labels=labels, regularization_losses=reg
+        )
+        with v1.Session() as sess:
+            assert sess.run(spec.loss) == pytest.approx(case["eval"]["loss"], abs=1e-5)
+            got = metric_values(sess, spec.eval_metric_ops)
+    assert got == pytest.approx(case["eval"]["metrics"], abs=1e-5)
