@@ -3,13 +3,14 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import _root_logger, export, hooks, metrics, summary
+from jaxspec import _root_logger, export, heads, hooks, metrics, summary
 from jaxspec.compilation_cache import enable_compilation_cache
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from jaxspec.heads import BinaryClassHead, Head, MultiClassHead, MultiHead, MultiLabelHead, RegressionHead
 from jaxspec.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -92,4 +93,11 @@ __all__ = [
     "export",
     "metrics",
     "with_sharding_constraint",
+    "heads",
+    "Head",
+    "BinaryClassHead",
+    "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "RegressionHead",
 ]

@@ -7,8 +7,26 @@ them. Each name is tf_bridge's implementation, or TensorFlow's own where
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.canned import (
+    DNNClassifier,
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+    DNNRegressor,
+    LinearClassifier,
+    LinearRegressor,
+)
 from tf_bridge.config import RunConfig
 from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.heads import (
+    BinaryClassHead,
+    Head,
+    LogisticRegressionHead,
+    MultiClassHead,
+    MultiHead,
+    MultiLabelHead,
+    PoissonRegressionHead,
+    RegressionHead,
+)
 from tf_bridge.runner.estimator import Estimator, WarmStartSettings
 from tf_bridge.spec import EstimatorSpec
 from tf_bridge.training import (
@@ -42,8 +60,20 @@ SummarySaverHook = _train.SummarySaverHook
 
 __all__ = [
     "BestExporter",
+    "BinaryClassHead",
+    "Head",
+    "LogisticRegressionHead",
+    "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "PoissonRegressionHead",
+    "RegressionHead",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
     "Estimator",
     "EstimatorSpec",
     "EvalSpec",
@@ -53,6 +83,8 @@ __all__ = [
     "FinalOpsHook",
     "GlobalStepWaiterHook",
     "LatestExporter",
+    "LinearClassifier",
+    "LinearRegressor",
     "LoggingTensorHook",
     "ModeKeys",
     "NanLossDuringTrainingError",

@@ -1,0 +1,241 @@
+"""Input checks and loss arithmetic shared by the heads, as tf.estimator 2.15's heads do
+them: static shapes checked when traced (ValueError naming the argument and both shapes),
+values checked where they are concrete."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxspec.heads.keys import Reduction
+
+_LOSS_FN_ARGS = ("labels", "logits", "features", "loss_reduction")
+
+
+def is_concrete(*trees: Any) -> bool:
+    """True when no leaf of ``trees`` is a tracer (its values can be read on the host)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x))
+
+
+def validate_loss_reduction(loss_reduction: Any) -> None:
+    """Raise ValueError unless ``loss_reduction`` is AUTO, SUM or SUM_OVER_BATCH_SIZE."""
+    if loss_reduction not in Reduction.all() or loss_reduction == Reduction.NONE:
+        raise ValueError(
+            f"loss_reduction must be one of {[r for r in Reduction.all() if r != Reduction.NONE]} "
+            f"(tf.losses.Reduction, NONE excluded), got {loss_reduction!r}."
+        )
+
+
+def _arg_names(fn: Callable[..., Any]) -> list[str]:
+    params = inspect.signature(fn).parameters.values()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in kinds]
+
+
+def validate_loss_fn_args(loss_fn: Callable[..., Any]) -> None:
+    """``loss_fn`` must declare ``labels`` and ``logits`` and may declare ``features`` and
+    ``loss_reduction``; ValueError otherwise (as TF)."""
+    names = _arg_names(loss_fn)
+    for required in ("labels", "logits"):
+        if required not in names:
+            raise ValueError(f"loss_fn must take an argument {required!r}; it takes {names}.")
+    extra = sorted(set(names) - set(_LOSS_FN_ARGS))
+    if extra:
+        raise ValueError(f"loss_fn takes arguments a head does not pass: {extra}.")
+
+
+def call_loss_fn(
+    loss_fn: Callable[..., Any], labels: Any, logits: jax.Array, features: Any, expected_loss_dim: int
+) -> jax.Array:
+    """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] +
+    (expected_loss_dim,)`` (ValueError naming both shapes otherwise)."""
+    kwargs = {"features": features} if "features" in _arg_names(loss_fn) else {}
+    loss = jnp.asarray(loss_fn(labels=labels, logits=logits, **kwargs))
+    expected = _shape(logits)[:-1] + (expected_loss_dim,)
+    if _shape(loss) != expected:
+        raise ValueError(
+            f"loss_fn must return an array of shape [D0, ..., DN, {expected_loss_dim}]: "
+            f"logits shape {_shape(logits)}, expected loss shape {expected}, got {_shape(loss)}."
+        )
+    return loss
+
+
+def check_logits(logits: Any, expected_dim: int) -> jax.Array:
+    """Logits as float32 ``[D0, ..., DN, expected_dim]`` (rank >= 2), else ValueError."""
+    if logits is None:
+        raise ValueError("logits is required, got None.")
+    shape = _shape(logits)
+    if len(shape) < 2:
+        raise ValueError(f"logits must have rank at least 2, got rank {len(shape)} (shape {shape}).")
+    if shape[-1] != expected_dim:
+        raise ValueError(f"logits shape must be [D0, ..., DN, {expected_dim}], got {shape}.")
+    return jnp.asarray(logits, jnp.float32)
+
+
+def check_labels(labels: Any, logits: Any, expected_dim: int) -> Any:
+    """Labels of shape ``logits.shape[:-1] + (expected_dim,)``; labels one rank short are
+    given a trailing axis first. The dtype is kept (numpy string labels stay numpy).
+
+    Raises:
+      ValueError: labels is None, sparse, of rank < 2, or of another shape (the message
+        gives the expected and the actual shape).
+    """
+    if labels is None:
+        raise ValueError(
+            "labels is required, got None: check that input_fn returns (features, labels) "
+            "and that the label feature is in the data."
+        )
+    if type(labels).__name__ in ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue"):
+        raise ValueError(
+            f"labels must be a dense array of shape [D0, ..., DN, {expected_dim}], got a sparse array."
+        )
+    if isinstance(labels, (list, tuple)):
+        labels = np.asarray(labels)
+    if not hasattr(labels, "shape"):
+        labels = np.asarray(labels)
+    logits_shape = _shape(logits)
+    if labels.ndim == len(logits_shape) - 1:
+        labels = labels[..., None]
+    shape = _shape(labels)
+    if len(shape) < 2:
+        raise ValueError(f"labels must have rank at least 2, got rank {len(shape)} (shape {shape}).")
+    if shape[-1] != expected_dim:
+        raise ValueError(
+            f"labels' last dimension must be {expected_dim}, got {shape[-1]} (labels shape {shape}); "
+            "check n_classes / label_dimension and the labels' shape."
+        )
+    expected = logits_shape[:-1] + (expected_dim,)
+    if shape != expected:
+        raise ValueError(
+            f"labels shape must be [D0, ..., DN, {expected_dim}] matching logits {logits_shape}: "
+            f"expected {expected}, got {shape}."
+        )
+    return labels
+
+
+def label_ids_from_vocabulary(labels: Any, vocabulary: Sequence[str]) -> Any:
+    """String labels (numpy, concrete) to their index in ``vocabulary`` (ValueError naming
+    those absent from it, where TF's lookup gives -1 and its range check fails); integer
+    labels are taken as ids already (JAX arrays hold no strings, so labels inside a
+    compiled step arrive as ids)."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in ("U", "S", "O"):
+        table = {str(v): i for i, v in enumerate(vocabulary)}
+        decoded = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else str(s), otypes=[object])(
+            labels
+        )
+        unknown = sorted({s for s in decoded.ravel() if s not in table})
+        if unknown:
+            raise ValueError(f"labels {unknown} are not in label_vocabulary {list(vocabulary)}.")
+        return np.vectorize(table.__getitem__, otypes=[np.int32])(decoded)
+    if not np.issubdtype(np.dtype(labels.dtype), np.integer):
+        raise ValueError(
+            "with a label_vocabulary, labels must be strings (numpy) or integer ids into the "
+            f"vocabulary, got dtype {labels.dtype}."
+        )
+    return labels
+
+
+def labels_in_range(labels: Any, n_classes: int, message: str | None = None) -> jax.Array | None:
+    """Check ``0 <= labels < n_classes``. Concrete labels: ValueError when outside (TF's
+    eager check). Traced labels: return a boolean scalar (True when all are in range),
+    which the head turns into a NaN loss, since a compiled step cannot raise."""
+    if is_concrete(labels):
+        values = np.asarray(labels)
+        if values.size and values.max() > n_classes - 1:
+            raise ValueError(
+                message or f"labels must be <= n_classes - 1 = {n_classes - 1}, got {values.max()}."
+            )
+        if values.size and values.min() < 0:
+            raise ValueError(message or f"labels must be >= 0, got {values.min()}.")
+        return None
+    labels = jnp.asarray(labels)
+    return jnp.all((labels >= 0) & (labels <= n_classes - 1))
+
+
+def get_weights(
+    features: Any, weight_column: Any, logits: jax.Array, allow_per_logit_weights: bool = False
+) -> Any:
+    """The example weights from ``features[weight_column]`` as float32 ``[D0, ..., DN, 1]``
+    (``[D0, ..., DN, logits_dimension]`` too when ``allow_per_logit_weights``), or 1.0
+    without a weight column.
+
+    Raises:
+      TypeError: weight_column is not a string (TF also takes a NumericColumn, a TF object).
+      ValueError: features has no such key, the weights are not numeric, or their shape
+        does not match logits (both shapes named).
+    """
+    if weight_column is None:
+        return 1.0
+    if not isinstance(weight_column, str):
+        raise TypeError(
+            f"weight_column must be a string (a features key), got {type(weight_column).__name__}."
+        )
+    if not isinstance(features, dict) or weight_column not in features:
+        keys = sorted(features) if isinstance(features, dict) else type(features).__name__
+        raise ValueError(f"weight_column {weight_column!r} is not in features (keys: {keys}).")
+    weights = features[weight_column]
+    if not hasattr(weights, "dtype"):
+        weights = np.asarray(weights)
+    kind = np.dtype(weights.dtype).kind if str(weights.dtype) != "bfloat16" else "f"
+    if kind not in ("f", "i", "u", "b"):
+        raise ValueError(
+            f"weight column {weight_column!r} must be castable to float, got dtype {weights.dtype}."
+        )
+    weights = jnp.asarray(weights, jnp.float32)
+    w_shape, l_shape = _shape(weights), _shape(logits)
+    if len(w_shape) == len(l_shape) - 1:
+        if w_shape != l_shape[:-1]:
+            raise ValueError(
+                f"weights shape must be [D0, ..., DN] or [D0, ..., DN, 1] for logits {l_shape}, got {w_shape}."
+            )
+        return weights[..., None]
+    allowed = [l_shape[:-1] + (1,)] + ([l_shape] if allow_per_logit_weights else [])
+    if w_shape not in allowed:
+        per_logit = " or [D0, ..., DN, logits_dimension]" if allow_per_logit_weights else ""
+        raise ValueError(
+            f"weights shape must be [D0, ..., DN] or [D0, ..., DN, 1]{per_logit} for logits {l_shape}, got {w_shape}."
+        )
+    return weights
+
+
+def reduce_weighted_loss(unweighted_loss: jax.Array, weights: Any, reduction: str) -> jax.Array:
+    """Keras' ``compute_weighted_loss``: ``loss * weights`` summed (SUM) or summed and divided
+    by its number of elements (SUM_OVER_BATCH_SIZE, AUTO); float32 scalar."""
+    weighted = jnp.asarray(unweighted_loss, jnp.float32) * jnp.asarray(weights, jnp.float32)
+    total = jnp.sum(weighted)
+    if reduction == Reduction.SUM:
+        return total
+    return total / weighted.size if weighted.size else jnp.zeros((), jnp.float32)
+
+
+def add_regularization(loss: jax.Array, regularization_losses: Any) -> jax.Array:
+    """``loss + sum(regularization_losses)`` (the list may be None)."""
+    if regularization_losses is None:
+        return loss
+    return loss + sum_regularization(regularization_losses)
+
+
+def sum_regularization(regularization_losses: Sequence[Any]) -> jax.Array:
+    """The sum of the scalar regularization losses, float32."""
+    return sum((jnp.asarray(r, jnp.float32) for r in regularization_losses), jnp.zeros((), jnp.float32))
+
+
+def nan_unless(ok: jax.Array | None, value: jax.Array) -> jax.Array:
+    """``value``, or NaN where a traced check ``ok`` failed."""
+    return value if ok is None else jnp.where(ok, value, jnp.nan)
+
+
+def check_prediction_keys(keys: Sequence[str], valid: Sequence[str]) -> None:
+    """ValueError for a requested prediction key the head does not have."""
+    for key in keys:
+        if key not in valid:
+            raise ValueError(f"prediction key {key!r} is not one of this head's keys {list(valid)}.")

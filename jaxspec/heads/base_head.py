@@ -1,0 +1,331 @@
+"""``Head``: the base of tf.estimator's heads (``tf.estimator.Head``), on JAX arrays.
+
+A head turns logits into predictions, a loss, eval metric states, export outputs and, in
+TRAIN, the new state; ``create_estimator_spec`` packs them into a jaxspec spec.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxspec.heads import _checks
+from jaxspec.heads.keys import Reduction
+from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec import TPUEstimatorSpec
+
+REPLICA_AXIS = "replica"  # the mesh axis TPUEstimator(use_tpu=True) runs model_fn over
+
+
+def num_replicas_in_sync() -> int:
+    """Replicas of the ``'replica'`` mesh axis being traced (1 off the mesh): what
+    ``tf.distribute``'s ``num_replicas_in_sync`` is to TF's heads."""
+    try:
+        return int(jax.lax.axis_size(REPLICA_AXIS))
+    except NameError:
+        return 1
+
+
+def _is_leaf_array(x: Any) -> bool:
+    return isinstance(x, jax.Array) or (isinstance(x, np.ndarray) and x.dtype.kind in "biuf")
+
+
+class Head(abc.ABC):
+    """The interface of a head (``tf.estimator.Head``); subclass it for your own head.
+
+    A subclass defines ``name``, ``logits_dimension``, ``loss_reduction``, ``loss``,
+    ``predictions``, ``metrics``, ``update_metrics`` and ``_export_outputs``;
+    ``create_estimator_spec`` / ``create_tpu_estimator_spec`` come from this class.
+    JAX differences: metrics are jaxspec metric states (``metrics()`` gives the empty
+    states, ``update_metrics`` returns them merged with a batch), and TRAIN takes the
+    logits as a function of the parameters (see ``create_estimator_spec``).
+    """
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str | None:
+        """The head's name (None for an unnamed head); suffixes its metric keys."""
+
+    @property
+    @abc.abstractmethod
+    def logits_dimension(self) -> int:
+        """The size of the logits' last axis."""
+
+    @property
+    @abc.abstractmethod
+    def loss_reduction(self) -> str:
+        """How the training loss is reduced over the batch (a ``Reduction`` value)."""
+
+    @abc.abstractmethod
+    def loss(
+        self,
+        labels: Any,
+        logits: Any,
+        features: Any = None,
+        mode: Any = None,
+        regularization_losses: Any = None,
+    ) -> jax.Array:
+        """The regularized training loss, a float32 scalar."""
+
+    @abc.abstractmethod
+    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[Any, jax.Array]:
+        """The prediction arrays by key."""
+
+    @abc.abstractmethod
+    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
+        """The empty metric states by metric key."""
+
+    @abc.abstractmethod
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Any],
+        features: Any,
+        logits: Any,
+        labels: Any,
+        regularization_losses: Any = None,
+        mode: Any = None,
+    ) -> dict[str, Any]:
+        """``eval_metrics`` merged with this batch's states (a new dict)."""
+
+    def _export_outputs(self, predictions: dict[Any, jax.Array]) -> dict[str, Any]:
+        """The PREDICT export outputs (jaxspec ExportOutputs by signature key)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no export outputs.")
+
+    def _summary_key(self, key: str) -> str:
+        return f"{key}/{self.name}" if self.name else key
+
+    # -- specs -----------------------------------------------------------------------------
+    def create_estimator_spec(
+        self,
+        features: Any,
+        mode: str,
+        logits: Any,
+        labels: Any = None,
+        optimizer: Any = None,
+        trainable_variables: Any = None,
+        train_op_fn: Callable[[Any], Any] | None = None,
+        update_ops: Sequence[Callable[[Any], Any]] | None = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> Any:
+        """The ``jaxspec.EstimatorSpec`` for ``mode``, as tf.estimator's head builds it.
+
+        EVAL and PREDICT are called as in TF. In TRAIN, since JAX differentiates functions
+        rather than tensors, ``logits`` is a function ``params -> logits`` and
+        ``trainable_variables`` the state (a ``flax.training.train_state.TrainState`` or
+        any pytree with ``params`` and ``opt_state``; for ``train_op_fn`` it may be the
+        params themselves), and ``train_op`` is the new state.
+
+        Args:
+          features: dict of arrays ``[batch, ...]`` (the weight column and ``loss_fn``'s
+            ``features`` come from it).
+          mode: a ``ModeKeys`` value.
+          logits: float array ``[batch, logits_dimension]`` (EVAL, PREDICT), or in TRAIN a
+            function of the params returning it.
+          labels: array ``[batch]`` or ``[batch, label_dimension]`` (EVAL, TRAIN).
+          optimizer: TRAIN: an optax ``GradientTransformation``; the new state is the
+            state with its params updated by it from the gradients of the loss and its
+            ``opt_state`` (and ``step``, if it has one) advanced. On the mesh the
+            gradients are summed over replicas and, with SUM_OVER_BATCH_SIZE, the loss
+            is first scaled by 1/num_replicas, as TF's heads do under a distribution
+            strategy (so do not also wrap it in a summing CrossShardOptimizer).
+          trainable_variables: TRAIN: the state whose ``params`` are differentiated.
+          train_op_fn: TRAIN, instead of ``optimizer``: ``grads -> new state``, given the
+            gradients of the unscaled regularized loss with respect to the params (TF
+            gives the loss; on the mesh these are per-replica gradients, so reduce them,
+            e.g. with ``jaxspec.CrossShardOptimizer``, as TF leaves that to you here).
+          update_ops: TRAIN: functions ``state -> state`` applied in order to the new
+            state (TF's update ops, e.g. batch norm statistics).
+          regularization_losses: scalars added to the loss; in TRAIN an entry may also be
+            a function ``params -> scalar`` (say an L2 penalty), differentiated with the
+            loss (TF differentiates its regularization tensors; a JAX array is a constant).
+
+        Returns:
+          ``jaxspec.EstimatorSpec``.
+
+        Raises:
+          ValueError: bad logits, labels or weights (shapes named); in TRAIN neither or
+            both of optimizer and train_op_fn, a missing trainable_variables, an optimizer
+            that is not an optax transformation, update_ops not a list or tuple.
+          TypeError: in TRAIN, logits that is not callable.
+        """
+        return self.create_tpu_estimator_spec(
+            features=features,
+            mode=mode,
+            logits=logits,
+            labels=labels,
+            optimizer=optimizer,
+            trainable_variables=trainable_variables,
+            train_op_fn=train_op_fn,
+            update_ops=update_ops,
+            regularization_losses=regularization_losses,
+        ).as_estimator_spec()
+
+    def create_tpu_estimator_spec(
+        self,
+        features: Any,
+        mode: str,
+        logits: Any,
+        labels: Any = None,
+        optimizer: Any = None,
+        trainable_variables: Any = None,
+        train_op_fn: Callable[[Any], Any] | None = None,
+        update_ops: Sequence[Callable[[Any], Any]] | None = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> TPUEstimatorSpec:
+        """The ``jaxspec.TPUEstimatorSpec`` for ``mode`` (TF's private
+        ``_create_tpu_estimator_spec``, public here): arguments as
+        ``create_estimator_spec``. In EVAL, ``eval_metrics`` is ``(metric_fn, tensors)``
+        whose tensors all keep the batch on axis 0 (features' arrays, logits, labels,
+        the regularization loss repeated per row), so on the mesh ``metric_fn`` runs on
+        the batch gathered from all replicas and gives the one-device values.
+        """
+        if mode == ModeKeys.TRAIN:
+            return self._train_spec(
+                features,
+                logits,
+                labels,
+                optimizer,
+                trainable_variables,
+                train_op_fn,
+                update_ops,
+                regularization_losses,
+            )
+        predictions = self.predictions(logits)
+        if mode == ModeKeys.PREDICT:
+            return TPUEstimatorSpec(
+                mode=ModeKeys.PREDICT,
+                predictions=predictions,
+                export_outputs=self._export_outputs(predictions),
+            )
+        if mode != ModeKeys.EVAL:
+            raise ValueError(f"mode must be one of ModeKeys TRAIN, EVAL, PREDICT, got {mode!r}.")
+        loss = self.loss(labels, logits, features, mode, regularization_losses)
+        return TPUEstimatorSpec(
+            mode=ModeKeys.EVAL,
+            predictions=predictions,
+            loss=loss,
+            eval_metrics=self._eval_metrics_pair(features, logits, labels, regularization_losses),
+        )
+
+    def _eval_metrics_pair(
+        self, features: Any, logits: Any, labels: Any, regularization_losses: Any
+    ) -> tuple:
+        """``(metric_fn, tensors)``: the batch arrays as a flat dict, everything else static."""
+        rows = None
+        if regularization_losses is not None:
+            batch = np.shape(logits)[0]
+            rows = jnp.broadcast_to(_checks.sum_regularization(regularization_losses), (batch,))
+        tree = (features, logits, labels, rows)
+        leaves, treedef = jax.tree.flatten(tree)
+        tensors = {f"t{i}": x for i, x in enumerate(leaves) if _is_leaf_array(x) and np.ndim(x) >= 1}
+        static = {i: x for i, x in enumerate(leaves) if f"t{i}" not in tensors}
+        with_reg = regularization_losses is not None
+
+        def metric_fn(**arrays: Any) -> dict[str, Any]:
+            restored = [arrays[f"t{i}"] if i not in static else static[i] for i in range(len(leaves))]
+            f, lg, lb, reg = jax.tree.unflatten(treedef, restored)
+            reg_list = [reg] if with_reg else None
+            return self.update_metrics(self.metrics(reg_list), f, lg, lb, regularization_losses=reg_list)
+
+        return (metric_fn, tensors)
+
+    def _train_spec(
+        self,
+        features: Any,
+        logits: Any,
+        labels: Any,
+        optimizer: Any,
+        trainable_variables: Any,
+        train_op_fn: Any,
+        update_ops: Any,
+        regularization_losses: Any,
+    ) -> TPUEstimatorSpec:
+        if not callable(logits):
+            raise TypeError(
+                "in TRAIN, logits must be a function params -> logits (JAX differentiates "
+                f"functions), got {type(logits).__name__}."
+            )
+        if update_ops is not None and not isinstance(update_ops, (list, tuple)):
+            raise ValueError(f"update_ops must be a list or a tuple, got {type(update_ops).__name__}.")
+        if optimizer is not None and train_op_fn is not None:
+            raise ValueError("train_op_fn and optimizer cannot both be set.")
+        if optimizer is None and train_op_fn is None:
+            raise ValueError("in TRAIN one of optimizer and train_op_fn is required; both are None.")
+        if trainable_variables is None:
+            raise ValueError(
+                "in TRAIN trainable_variables (the state holding the params) is required, got None."
+            )
+        if optimizer is not None:
+            _check_optimizer(optimizer, trainable_variables)
+        params = getattr(trainable_variables, "params", trainable_variables)
+        replicas = num_replicas_in_sync() if optimizer is not None else 1
+        scale = (
+            1.0 / replicas if replicas > 1 and self.loss_reduction == Reduction.SUM_OVER_BATCH_SIZE else 1.0
+        )
+
+        def objective(p: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
+            lg = logits(p)
+            reg = (
+                None
+                if regularization_losses is None
+                else [r(p) if callable(r) else r for r in regularization_losses]
+            )
+            loss = self.loss(labels, lg, features, ModeKeys.TRAIN, reg)
+            return loss * scale, (loss, lg)
+
+        (_, (loss, lg)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        if optimizer is not None:
+            if replicas > 1:
+                grads = _sum_over_replicas(grads, loss)
+            new_state = _apply_optimizer(optimizer, trainable_variables, grads)
+        else:
+            new_state = train_op_fn(grads)
+        for op in update_ops or ():
+            new_state = op(new_state)
+        return TPUEstimatorSpec(
+            mode=ModeKeys.TRAIN, predictions=self.predictions(lg), loss=loss, train_op=new_state
+        )
+
+
+def _varies(x: Any) -> bool:
+    """Whether shard_map records ``x`` as varying over replicas (never, without check_vma)."""
+    aval = jax.typeof(x)
+    manual = getattr(aval, "manual_axis_type", None)
+    varying = getattr(manual, "varying", None) if manual is not None else getattr(aval, "vma", None)
+    return REPLICA_AXIS in (varying or ())
+
+
+def _sum_over_replicas(grads: Any, loss: jax.Array) -> Any:
+    """The gradients summed over the replica axis, as a distribution strategy sums them.
+    Where shard_map tracks what varies over replicas (``check_vma``), the gradient of a
+    replicated parameter is already that sum (JAX's transpose of the broadcast) and is
+    left as it is; otherwise (TPUEstimator's shard_map) the head sums it."""
+    tracked = _varies(loss)
+    return jax.tree.map(lambda g: g if tracked and not _varies(g) else jax.lax.psum(g, REPLICA_AXIS), grads)
+
+
+def _check_optimizer(optimizer: Any, state: Any) -> None:
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise ValueError(
+            f"optimizer must be an optax GradientTransformation, got {type(optimizer).__name__}."
+        )
+    missing = [f for f in ("params", "opt_state") if not hasattr(state, f)]
+    if missing:
+        raise ValueError(
+            f"with an optimizer, trainable_variables must be a state with params and opt_state "
+            f"(e.g. a flax TrainState); {type(state).__name__} has no {missing}."
+        )
+
+
+def _apply_optimizer(optimizer: Any, state: Any, grads: Any) -> Any:
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    fields = {"params": optax.apply_updates(state.params, updates), "opt_state": opt_state}
+    if hasattr(state, "step"):
+        fields["step"] = state.step + 1
+    return state.replace(**fields)

@@ -1,0 +1,265 @@
+"""``BinaryClassHead`` (``tf.estimator.BinaryClassHead``): sigmoid cross entropy on one
+logit per example."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxspec import metrics as jmetrics
+from jaxspec.export import ClassificationOutput, PredictOutput, RegressionOutput
+from jaxspec.heads import _checks, _metrics
+from jaxspec.heads.base_head import Head
+from jaxspec.heads.keys import (
+    CLASSIFY_SERVING_KEY,
+    DEFAULT_SERVING_KEY,
+    PREDICT_SERVING_KEY,
+    REGRESS_SERVING_KEY,
+    MetricKeys,
+    PredictionKeys,
+    Reduction,
+)
+
+_PRED_KEYS = (
+    PredictionKeys.LOGITS,
+    PredictionKeys.LOGISTIC,
+    PredictionKeys.PROBABILITIES,
+    PredictionKeys.CLASS_IDS,
+    PredictionKeys.CLASSES,
+    PredictionKeys.ALL_CLASS_IDS,
+    PredictionKeys.ALL_CLASSES,
+)
+
+
+def class_names(n_classes: int, label_vocabulary: Sequence[str] | None) -> np.ndarray:
+    """The class strings TF gives: the vocabulary, or each class id as a decimal."""
+    names = label_vocabulary if label_vocabulary else [str(i) for i in range(n_classes)]
+    return np.asarray(list(names), dtype=str)
+
+
+def all_class_ids(logits: jax.Array, n_classes: int) -> jax.Array:
+    """``[0, ..., n_classes - 1]`` for every example, int32 ``[batch, n_classes]``: one row
+    per entry of axis 0 even for logits of rank > 2, as TF tiles it."""
+    return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), (logits.shape[0], n_classes))
+
+
+class BinaryClassHead(Head):
+    """Binary classification: one logit per example, sigmoid cross entropy, as
+    ``tf.estimator.BinaryClassHead`` in TF 2.15.
+
+    Eval metrics: ``average_loss``, ``accuracy``, ``precision``, ``recall``,
+    ``prediction/mean``, ``label/mean``, ``accuracy_baseline``, ``auc``,
+    ``auc_precision_recall`` (``regularization_loss`` with regularization losses) and, per
+    threshold ``t``, ``accuracy/positive_threshold_t``, ``precision/...``, ``recall/...``;
+    each suffixed ``/name`` for a named head. Predictions: ``logits``, ``logistic``,
+    ``probabilities``, ``class_ids``, ``classes``, ``all_class_ids``, ``all_classes``.
+    JAX arrays hold no strings: ``classes`` and ``all_classes`` hold the class ids (int32,
+    as ``class_ids``; TF's int64), whose strings are ``class_names()`` (the vocabulary or the
+    id in decimal), which the ClassificationOutput carries for export.
+
+    Args:
+      weight_column: None or the features key of the example weights (``[batch]`` or
+        ``[batch, 1]``, numeric). TF's NumericColumn form is TF-only.
+      thresholds: probabilities in (0, 1) for the threshold metrics.
+      label_vocabulary: list/tuple of the two class strings. Labels are then numpy
+        strings (looked up on the host) or, inside a compiled step, integer ids.
+      loss_reduction: ``Reduction.SUM_OVER_BATCH_SIZE`` (default), ``SUM`` or ``AUTO``.
+      loss_fn: ``loss_fn(labels, logits[, features])`` returning ``[batch, 1]`` unweighted
+        losses (replaces sigmoid cross entropy).
+      name: the head's name (metric key suffix; required inside a MultiHead).
+
+    Raises:
+      ValueError: label_vocabulary not a list/tuple, a threshold outside (0, 1), an
+        invalid loss_reduction, loss_fn without labels/logits or with other arguments.
+    """
+
+    def __init__(
+        self,
+        weight_column: str | None = None,
+        thresholds: Sequence[float] | None = None,
+        label_vocabulary: Sequence[str] | None = None,
+        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
+        loss_fn: Callable[..., Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if label_vocabulary is not None and not isinstance(label_vocabulary, (list, tuple)):
+            raise ValueError(
+                f"label_vocabulary must be a list or a tuple, got {type(label_vocabulary).__name__}."
+            )
+        thresholds = tuple(thresholds) if thresholds else ()
+        for t in thresholds:
+            if t <= 0.0 or t >= 1.0:
+                raise ValueError(f"thresholds must be in (0, 1), got {thresholds}.")
+        _checks.validate_loss_reduction(loss_reduction)
+        if loss_fn:
+            _checks.validate_loss_fn_args(loss_fn)
+        self._weight_column = weight_column
+        self._thresholds = thresholds
+        self._label_vocabulary = label_vocabulary
+        self._loss_reduction = loss_reduction
+        self._loss_fn = loss_fn
+        self._name = name
+
+    @property
+    def name(self) -> str | None:
+        return self._name
+
+    @property
+    def logits_dimension(self) -> int:
+        return 1
+
+    @property
+    def loss_reduction(self) -> str:
+        return self._loss_reduction
+
+    def class_names(self) -> np.ndarray:
+        """The class strings (the vocabulary, or ``'0'``, ``'1'``): ``classes[i]`` is
+        TF's string for class id ``i``."""
+        return class_names(2, self._label_vocabulary)
+
+    # -- loss --------------------------------------------------------------------------
+    def _processed_labels(self, logits: jax.Array, labels: Any) -> tuple[jax.Array, Any]:
+        labels = _checks.check_labels(labels, logits, 1)
+        if self._label_vocabulary is not None:
+            labels = _checks.label_ids_from_vocabulary(labels, self._label_vocabulary)
+        labels = jnp.asarray(labels, jnp.float32)
+        return labels, _checks.labels_in_range(labels, 2)
+
+    def _unweighted_loss_and_weights(
+        self, logits: jax.Array, labels: jax.Array, features: Any
+    ) -> tuple[Any, Any]:
+        if self._loss_fn:
+            loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
+        else:
+            loss = optax.sigmoid_binary_cross_entropy(logits, labels)
+        return loss, _checks.get_weights(features, self._weight_column, logits)
+
+    def loss(
+        self,
+        labels: Any,
+        logits: Any,
+        features: Any = None,
+        mode: Any = None,
+        regularization_losses: Any = None,
+    ) -> jax.Array:
+        """The weighted, reduced sigmoid cross entropy plus the regularization losses."""
+        logits = _checks.check_logits(logits, 1)
+        labels, ok = self._processed_labels(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
+        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
+
+    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
+        """The per-element ``loss * weight`` before reduction (NaN for traced labels out of
+        range), what a MultiHead's ``loss/<name>`` reduces over the real rows on the mesh."""
+        logits = _checks.check_logits(logits, 1)
+        labels, ok = self._processed_labels(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        return _checks.nan_unless(
+            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
+        )
+
+    # -- predictions -------------------------------------------------------------------
+    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
+        """The predictions named by ``keys`` (all by default); see the class docstring."""
+        if keys:
+            _checks.check_prediction_keys(keys, _PRED_KEYS)
+        keys = keys or _PRED_KEYS
+        logits = _checks.check_logits(logits, 1)
+        two_class = jnp.concatenate([jnp.zeros_like(logits), logits], axis=-1)
+        class_ids = jnp.argmax(two_class, axis=-1)[..., None].astype(jnp.int32)
+        values = {
+            PredictionKeys.LOGITS: lambda: logits,
+            PredictionKeys.LOGISTIC: lambda: jax.nn.sigmoid(logits),
+            PredictionKeys.PROBABILITIES: lambda: jax.nn.softmax(two_class, axis=-1),
+            PredictionKeys.CLASS_IDS: lambda: class_ids,
+            PredictionKeys.CLASSES: lambda: class_ids,
+            PredictionKeys.ALL_CLASS_IDS: lambda: all_class_ids(logits, 2),
+            PredictionKeys.ALL_CLASSES: lambda: all_class_ids(logits, 2),
+        }
+        return {k: values[k]() for k in _PRED_KEYS if k in keys}
+
+    def _export_outputs(self, predictions: dict[str, jax.Array]) -> dict[str, Any]:
+        classifier = ClassificationOutput(
+            scores=predictions[PredictionKeys.PROBABILITIES], classes=self.class_names()
+        )
+        return {
+            DEFAULT_SERVING_KEY: classifier,
+            CLASSIFY_SERVING_KEY: classifier,
+            REGRESS_SERVING_KEY: RegressionOutput(value=predictions[PredictionKeys.LOGISTIC]),
+            PREDICT_SERVING_KEY: PredictOutput(predictions),
+        }
+
+    # -- metrics -----------------------------------------------------------------------
+    def _threshold_keys(self) -> list[tuple[float, str, str, str]]:
+        k = MetricKeys
+        return [
+            (
+                t,
+                self._summary_key(k.ACCURACY_AT_THRESHOLD % t),
+                self._summary_key(k.PRECISION_AT_THRESHOLD % t),
+                self._summary_key(k.RECALL_AT_THRESHOLD % t),
+            )
+            for t in self._thresholds
+        ]
+
+    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
+        """The empty metric states, keyed as TF's (see the class docstring)."""
+        z = jnp.zeros((1, 1), jnp.float32)
+        return _metrics.empty_states(lambda: self._batch_metrics(z, z, z, 1.0, regularization_losses, None))
+
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Any],
+        features: Any,
+        logits: Any,
+        labels: Any,
+        regularization_losses: Any = None,
+        mode: Any = None,
+    ) -> dict[str, Any]:
+        """``eval_metrics`` merged with the states of this batch."""
+        logits = _checks.check_logits(logits, 1)
+        labels, ok = self._processed_labels(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        batch = self._batch_metrics(logits, labels, unweighted, weights, regularization_losses, ok)
+        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
+
+    def _batch_metrics(
+        self,
+        logits: jax.Array,
+        labels: jax.Array,
+        unweighted: Any,
+        weights: Any,
+        regularization_losses: Any,
+        ok: Any,
+    ) -> dict[str, Any]:
+        k = MetricKeys
+        preds = self.predictions(logits, [PredictionKeys.LOGISTIC, PredictionKeys.CLASS_IDS])
+        logistic, class_ids = preds[PredictionKeys.LOGISTIC], preds[PredictionKeys.CLASS_IDS]
+        w = jnp.broadcast_to(jnp.asarray(weights, jnp.float32), labels.shape)
+        loss_mean = _metrics.broadcast_mean(unweighted, w)
+        label_mean = _metrics.broadcast_mean(labels, w)
+        precision, recall = _metrics.precision_recall_at(labels, class_ids, w, 0.5)
+        out = {
+            self._summary_key(k.LOSS_MEAN): loss_mean.replace(total=_checks.nan_unless(ok, loss_mean.total)),
+            self._summary_key(k.ACCURACY): jmetrics.accuracy(labels, class_ids.astype(jnp.float32), w),
+            self._summary_key(k.PRECISION): precision,
+            self._summary_key(k.RECALL): recall,
+            self._summary_key(k.PREDICTION_MEAN): _metrics.broadcast_mean(logistic, w),
+            self._summary_key(k.LABEL_MEAN): label_mean,
+            self._summary_key(k.ACCURACY_BASELINE): _metrics.accuracy_baseline(label_mean),
+            self._summary_key(k.AUC): _metrics.keras_auc(labels, logistic, w),
+            self._summary_key(k.AUC_PR): _metrics.keras_auc(labels, logistic, w, curve="PR"),
+        }
+        if regularization_losses is not None:
+            reg = _checks.sum_regularization(regularization_losses)
+            out[self._summary_key(k.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
+        for t, acc_key, prec_key, rec_key in self._threshold_keys():
+            out[acc_key] = _metrics.binary_accuracy(labels, logistic, w, t)
+            out[prec_key], out[rec_key] = _metrics.precision_recall_at(labels, logistic, w, t)
+        return out

@@ -1,0 +1,248 @@
+"""``RegressionHead`` (``tf.estimator.RegressionHead``): squared error on
+``label_dimension`` outputs per example."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxspec.export import PredictOutput, RegressionOutput
+from jaxspec.heads import _checks, _metrics
+from jaxspec.heads.base_head import Head
+from jaxspec.heads.keys import (
+    DEFAULT_SERVING_KEY,
+    PREDICT_SERVING_KEY,
+    REGRESS_SERVING_KEY,
+    MetricKeys,
+    PredictionKeys,
+    Reduction,
+)
+
+
+class RegressionHead(Head):
+    """Regression with squared error, as ``tf.estimator.RegressionHead`` in TF 2.15.
+
+    Eval metrics: ``average_loss``, ``prediction/mean``, ``label/mean`` (and
+    ``regularization_loss``), suffixed ``/name`` for a named head. Predictions:
+    ``predictions`` (``inverse_link_fn(logits)``, or the logits), and ``logits`` when there
+    is an ``inverse_link_fn``.
+
+    Args:
+      label_dimension: outputs per example, >= 1.
+      weight_column: None or the features key of the weights: ``[batch]``,
+        ``[batch, 1]`` or ``[batch, label_dimension]``.
+      loss_reduction: ``Reduction.SUM_OVER_BATCH_SIZE`` (default), ``SUM`` or ``AUTO``.
+      loss_fn: ``loss_fn(labels, logits[, features])`` returning
+        ``[batch, label_dimension]`` (replaces the squared error).
+      inverse_link_fn: maps logits to predictions (e.g. ``jnp.exp``).
+      name: the head's name.
+
+    Raises:
+      ValueError: label_dimension < 1, an invalid loss_reduction or loss_fn.
+    """
+
+    def __init__(
+        self,
+        label_dimension: int = 1,
+        weight_column: str | None = None,
+        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
+        loss_fn: Callable[..., Any] | None = None,
+        inverse_link_fn: Callable[[jax.Array], jax.Array] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if label_dimension < 1:
+            raise ValueError(f"label_dimension must be >= 1, got {label_dimension}.")
+        _checks.validate_loss_reduction(loss_reduction)
+        if loss_fn:
+            _checks.validate_loss_fn_args(loss_fn)
+        self._logits_dimension = label_dimension
+        self._weight_column = weight_column
+        self._loss_reduction = loss_reduction
+        self._loss_fn = loss_fn
+        self._inverse_link_fn = inverse_link_fn
+        self._name = name
+
+    @property
+    def name(self) -> str | None:
+        return self._name
+
+    @property
+    def logits_dimension(self) -> int:
+        return self._logits_dimension
+
+    @property
+    def loss_reduction(self) -> str:
+        return self._loss_reduction
+
+    def _unweighted_loss_and_weights(
+        self, logits: jax.Array, labels: jax.Array, features: Any
+    ) -> tuple[Any, Any]:
+        if self._loss_fn:
+            loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
+        else:
+            loss = jnp.square(logits - labels)
+        weights = _checks.get_weights(features, self._weight_column, logits, allow_per_logit_weights=True)
+        return loss, weights
+
+    def _processed(self, logits: Any, labels: Any) -> tuple[jax.Array, jax.Array, Any]:
+        logits = _checks.check_logits(logits, self._logits_dimension)
+        labels = jnp.asarray(_checks.check_labels(labels, logits, self._logits_dimension), jnp.float32)
+        return logits, labels, self._labels_ok(labels)
+
+    def _labels_ok(self, labels: jax.Array) -> Any:
+        """A traced range check of the labels (None: none needed); see ``labels_in_range``."""
+        return None
+
+    def loss(
+        self,
+        labels: Any,
+        logits: Any,
+        features: Any = None,
+        mode: Any = None,
+        regularization_losses: Any = None,
+    ) -> jax.Array:
+        """The weighted, reduced squared error plus the regularization losses."""
+        logits, labels, ok = self._processed(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
+        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
+
+    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
+        """The per-element ``loss * weight`` before reduction, what a MultiHead's
+        ``loss/<name>`` reduces over the real rows on the mesh."""
+        logits, labels, ok = self._processed(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        return _checks.nan_unless(
+            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
+        )
+
+    def predictions(self, logits: Any, keys: Any = None) -> dict[str, jax.Array]:
+        """``{'predictions': ...}`` (plus ``'logits'`` with an inverse_link_fn); TF's
+        RegressionHead takes no ``keys``, accepted here and ignored."""
+        logits = _checks.check_logits(logits, self._logits_dimension)
+        if self._inverse_link_fn:
+            return {PredictionKeys.PREDICTIONS: self._inverse_link_fn(logits), PredictionKeys.LOGITS: logits}
+        return {PredictionKeys.PREDICTIONS: logits}
+
+    def _export_outputs(self, predictions: dict[str, jax.Array]) -> dict[str, Any]:
+        regression = RegressionOutput(value=predictions[PredictionKeys.PREDICTIONS])
+        return {
+            DEFAULT_SERVING_KEY: regression,
+            REGRESS_SERVING_KEY: regression,
+            PREDICT_SERVING_KEY: PredictOutput(predictions),
+        }
+
+    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
+        """The empty metric states, keyed as TF's."""
+        z = jnp.zeros((1, self._logits_dimension), jnp.float32)
+        return _metrics.empty_states(lambda: self._batch_metrics(z, z, z, 1.0, regularization_losses))
+
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Any],
+        features: Any,
+        logits: Any,
+        labels: Any,
+        regularization_losses: Any = None,
+        mode: Any = None,
+    ) -> dict[str, Any]:
+        """``eval_metrics`` merged with the states of this batch."""
+        logits, labels, ok = self._processed(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        batch = self._batch_metrics(
+            logits, labels, _checks.nan_unless(ok, unweighted), weights, regularization_losses
+        )
+        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
+
+    def _batch_metrics(
+        self, logits: jax.Array, labels: jax.Array, unweighted: Any, weights: Any, regularization_losses: Any
+    ) -> dict[str, Any]:
+        k = MetricKeys
+        predicted = self.predictions(logits)[PredictionKeys.PREDICTIONS]
+        out = {
+            self._summary_key(k.LOSS_MEAN): _metrics.broadcast_mean(unweighted, weights),
+            self._summary_key(k.PREDICTION_MEAN): _metrics.broadcast_mean(predicted, weights),
+            self._summary_key(k.LABEL_MEAN): _metrics.broadcast_mean(labels, weights),
+        }
+        if regularization_losses is not None:
+            reg = _checks.sum_regularization(regularization_losses)
+            out[self._summary_key(k.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
+        return out
+
+
+def log_poisson_loss(targets: jax.Array, log_input: jax.Array, compute_full_loss: bool = False) -> jax.Array:
+    """``exp(log_input) - log_input * targets``, plus Stirling's approximation of
+    ``log(targets!)`` for targets > 1 when ``compute_full_loss`` (``tf.nn.log_poisson_loss``)."""
+    loss = jnp.exp(log_input) - log_input * targets
+    if not compute_full_loss:
+        return loss
+    small = (targets >= 0) & (targets <= 1)
+    t = jnp.where(small, 1.0, targets)
+    stirling = t * jnp.log(t) - t + 0.5 * jnp.log(2.0 * jnp.pi * t)
+    return loss + jnp.where(small, 0.0, stirling)
+
+
+class PoissonRegressionHead(RegressionHead):
+    """Poisson regression (``tf.estimator.PoissonRegressionHead``): logits are log-rates,
+    the loss is ``log_poisson_loss``, predictions are ``exp(logits)``.
+
+    Args:
+      label_dimension, weight_column, loss_reduction, name: as RegressionHead.
+      compute_full_loss: add Stirling's term (default True, as TF).
+    """
+
+    def __init__(
+        self,
+        label_dimension: int = 1,
+        weight_column: str | None = None,
+        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
+        compute_full_loss: bool = True,
+        name: str | None = None,
+    ) -> None:
+        self._compute_full_loss = compute_full_loss
+        super().__init__(
+            label_dimension=label_dimension,
+            weight_column=weight_column,
+            loss_reduction=loss_reduction,
+            loss_fn=self._poisson_loss,
+            inverse_link_fn=jnp.exp,
+            name=name,
+        )
+
+    def _poisson_loss(self, labels: jax.Array, logits: jax.Array) -> jax.Array:
+        return log_poisson_loss(labels, logits, self._compute_full_loss)
+
+
+class LogisticRegressionHead(RegressionHead):
+    """Regression of a probability (``tf.estimator.LogisticRegressionHead``): labels in
+    [0, 1], sigmoid cross entropy, predictions ``sigmoid(logits)``.
+
+    Args:
+      weight_column, loss_reduction, name: as RegressionHead (label_dimension is 1).
+    """
+
+    def __init__(
+        self,
+        weight_column: str | None = None,
+        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(
+            label_dimension=1,
+            weight_column=weight_column,
+            loss_reduction=loss_reduction,
+            loss_fn=self._logistic_loss,
+            inverse_link_fn=jax.nn.sigmoid,
+            name=name,
+        )
+
+    def _labels_ok(self, labels: jax.Array) -> Any:
+        return _checks.labels_in_range(labels, 2, message="labels must be in [0, 1].")
+
+    @staticmethod
+    def _logistic_loss(labels: jax.Array, logits: jax.Array) -> jax.Array:
+        return optax.sigmoid_binary_cross_entropy(logits, labels)
