@@ -7,8 +7,8 @@ them. Each name is tf_bridge's implementation, or TensorFlow's own where
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig
 from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner.estimator import Estimator, WarmStartSettings
 from tf_bridge.spec import EstimatorSpec
 from tf_bridge.training import (

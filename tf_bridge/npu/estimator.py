@@ -33,7 +33,7 @@ from tf_bridge.npu.config import NPURunConfig
 from tf_bridge.npu.optimizer import rank_size
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
-from tf_bridge.session_hooks import HostCallFetchHook
+from tf_bridge.runner_hooks import HostCallFetchHook
 from tf_bridge.spec import EstimatorSpec, NPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -20,13 +21,14 @@ import tensorflow as tf
 
 from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner import evaluate as _evaluate
-from tf_bridge.runner import export as _export
 from tf_bridge.runner import predict as _predict
+from tf_bridge.runner import saved_model_export as _export
 from tf_bridge.runner import train as _train
 from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
-from tf_bridge.session_hooks import StopAfterNEvalsHook
+from tf_bridge.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runner_hooks import StopAfterNEvalsHook
 from tf_bridge.spec import EstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -261,6 +263,22 @@ class Estimator:
         """Training steps per loop (hooks run once per loop); 1 as in tf.estimator."""
         return 1
 
+    def _run_plan(self, mode: str, export: bool = False, train: TrainPlan | None = None) -> RunPlan:
+        """The plan of one call in ``mode`` (for an export: ``export=True``), the only
+        thing the runner receives; subclasses change it through the hooks above."""
+        config = self.config
+        return RunPlan(
+            mode=mode,
+            config=config,
+            session_config=self._session_config,
+            create_global_step=self._create_global_step,
+            model_fn=functools.partial(self._call_model_fn, mode=mode, config=config, export=export),
+            input_params=self._input_fn_params(mode),
+            warm_start=self._warm_start_settings,
+            check_predict_input=not self._skip_predict_input_check,
+            train=train or TrainPlan(iterations_per_loop=self._iterations_per_loop()),
+        )
+
     # -- checkpoints ------------------------------------------------------------------
 
     def latest_checkpoint(self) -> str | None:
@@ -324,10 +342,12 @@ class Estimator:
         hooks = check_hooks(hooks)
         if steps is not None or max_steps is not None:
             hooks.append(tf.compat.v1.train.StopAtStepHook(steps, max_steps))
-        plan = _train.TrainPlan(max_steps, self._iterations_per_loop())
-        if steps is not None and plan.iterations_per_loop > 1:
-            plan.last_step = _train.load_global_step(self._model_dir) + steps
-        loss = _train.train_model(self, input_fn, hooks, check_listeners(saving_listeners), plan)
+        loop_size = self._iterations_per_loop()
+        last_step = max_steps
+        if steps is not None and loop_size > 1:
+            last_step = _train.load_global_step(self._model_dir) + steps
+        plan = self._run_plan(ModeKeys.TRAIN, train=TrainPlan(last_step, loop_size))
+        loss = _train.train_model(plan, input_fn, hooks, check_listeners(saving_listeners))
         _log.info("Loss for final step: %s.", loss)
         return self
 
@@ -362,7 +382,8 @@ class Estimator:
             checkpoint_path = self.latest_checkpoint()
             if not checkpoint_path:
                 _log.info("No checkpoint in %s: evaluating freshly initialised variables.", self._model_dir)
-        return _evaluate.run_evaluate(self, input_fn, hooks, checkpoint_path, self.eval_dir(name))
+        plan = self._run_plan(ModeKeys.EVAL)
+        return _evaluate.run_evaluate(plan, input_fn, hooks, checkpoint_path, self.eval_dir(name))
 
     def predict(
         self,
@@ -388,7 +409,12 @@ class Estimator:
                     "No checkpoint in %s: predicting with freshly initialised variables.", self._model_dir
                 )
         yield from _predict.run_predict(
-            self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples
+            self._run_plan(ModeKeys.PREDICT),
+            input_fn,
+            predict_keys,
+            hooks,
+            checkpoint_path,
+            yield_single_examples,
         )
 
     # -- export -----------------------------------------------------------------------------
@@ -439,11 +465,34 @@ class Estimator:
         Raises:
           ValueError: as export_saved_model; no valid mode in the map.
         """
+        receiver_fn_map = dict(input_receiver_fn_map)
+        plans = {
+            mode: self._run_plan(mode, export=True) for mode in _export.MODE_ORDER if mode in receiver_fn_map
+        }
         return _export.export_all(
-            self,
+            plans,
             os.fsdecode(export_dir_base),
-            dict(input_receiver_fn_map),
+            receiver_fn_map,
             assets_extra,
             as_text,
-            checkpoint_path,
+            self._export_checkpoint(checkpoint_path),
         )
+
+    def _export_checkpoint(self, checkpoint_path: str | None) -> str:
+        """The checkpoint an export restores: the given one, the latest, or (none in
+        model_dir) the warm start's, as tf.estimator.
+
+        Raises:
+          ValueError: no checkpoint and no warm start.
+        """
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if checkpoint_path:
+            return checkpoint_path
+        if self._warm_start_settings is None:
+            raise ValueError(
+                f"export: no checkpoint in {self._model_dir}; train first or pass checkpoint_path."
+            )
+        checkpoint_path = self._warm_start_settings.ckpt_to_initialize_from
+        if tf.io.gfile.isdir(checkpoint_path):
+            checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)
+        return checkpoint_path

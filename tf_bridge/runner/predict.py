@@ -7,8 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.mode_keys import ModeKeys
-from tf_bridge.runner.inputs import call_input_fn, has_dataset_or_queue, parse_input_fn_result
+from tf_bridge.runner.inputs import has_dataset_or_queue
+from tf_bridge.runner.plan import RunPlan
 
 
 def select_keys(predictions: Any, predict_keys: Any) -> Any:
@@ -57,7 +57,7 @@ def _unbatch(evaluated: Any, is_dict: bool, single: bool) -> Iterator[Any]:
 
 
 def run_predict(
-    est: Any,
+    plan: RunPlan,
     input_fn: Any,
     predict_keys: Any,
     hooks: list[Any],
@@ -66,24 +66,22 @@ def run_predict(
 ) -> Iterator[Any]:
     """Yield predictions batch by batch (or example by example) until the input ends."""
     with tf.Graph().as_default() as graph:
-        tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
-        est._create_global_step(graph)
-        result = call_input_fn(input_fn, ModeKeys.PREDICT, est._input_fn_params(ModeKeys.PREDICT), est.config)
-        features, _, input_hooks = parse_input_fn_result(result)
-        if not est._skip_predict_input_check and not has_dataset_or_queue(features):
+        tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)
+        plan.create_global_step(graph)
+        features, _, input_hooks = plan.call_input_fn(input_fn)
+        if plan.check_predict_input and not has_dataset_or_queue(features):
             tf.compat.v1.logging.warning(  # TensorFlow's logger, where tf.estimator wrote it
                 "The input uses no tf.data.Dataset nor queue runner: predict will not end by itself."
             )
-        spec = est._call_model_fn(features, None, ModeKeys.PREDICT, est.config)
-        if not checkpoint_path and est._warm_start_settings is not None:
-            tf.compat.v1.train.warm_start(*est._warm_start_settings)
+        spec = plan.model_fn(features, None)
+        plan.maybe_warm_start(restoring=bool(checkpoint_path))
         predictions = select_keys(spec.predictions, predict_keys)
         all_hooks = list(input_hooks) + list(hooks) + list(spec.prediction_hooks)
         creator = tf.compat.v1.train.ChiefSessionCreator(
             checkpoint_filename_with_path=checkpoint_path,
-            master=est.config.session_target(),
+            master=plan.config.session_target(),
             scaffold=spec.scaffold,
-            config=est._session_config,
+            config=plan.session_config,
         )
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
             while not session.should_stop():

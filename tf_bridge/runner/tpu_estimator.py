@@ -16,10 +16,10 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
-from tf_bridge.session_hooks import ExamplesPerSecondHook
+from tf_bridge.runner_hooks import ExamplesPerSecondHook
 from tf_bridge.spec import EstimatorSpec, TPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
