@@ -46,6 +46,7 @@ def add_meta_graph_for_mode(
     receiver_fn: Callable[[], Any],
     checkpoint_path: str,
     save_variables: bool,
+    strip_default_attrs: bool = True,
 ) -> None:
     """Build ``plan.mode``'s graph from the receiver and add it (and, the first time, the
     variables) to ``builder``, with tf.estimator's tags and signatures."""
@@ -81,7 +82,7 @@ def add_meta_graph_for_mode(
                 assets_collection=tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
                 main_op=local_init_op,
                 saver=saver,
-                strip_default_attrs=True,
+                strip_default_attrs=strip_default_attrs,
             )
             if save_variables:
                 builder.add_meta_graph_and_variables(session, **kwargs)
@@ -103,9 +104,11 @@ def export_all(
     assets_extra: dict[str, str] | None,
     as_text: bool,
     checkpoint_path: str,
+    strip_default_attrs: bool = True,
 ) -> bytes:
     """Export every mode of ``receiver_fn_map`` (each with its plan, built for export) into
-    one SavedModel restored from ``checkpoint_path``; return its path.
+    one SavedModel restored from ``checkpoint_path``; return its path. Default-valued
+    node attributes are left out unless ``strip_default_attrs`` is False.
 
     The variables are saved with the first mode in TRAIN, EVAL, PREDICT order, as TF.
 
@@ -123,7 +126,9 @@ def export_all(
     try:
         builder = tf.compat.v1.saved_model.Builder(temp_dir)
         for i, mode in enumerate(modes):
-            add_meta_graph_for_mode(plans[mode], builder, receiver_fn_map[mode], checkpoint_path, i == 0)
+            add_meta_graph_for_mode(
+                plans[mode], builder, receiver_fn_map[mode], checkpoint_path, i == 0, strip_default_attrs
+            )
         builder.save(as_text)
         _copy_assets_extra(os.fsdecode(temp_dir), assets_extra)
         tf.io.gfile.rename(temp_dir, export_dir)
