@@ -43,6 +43,13 @@ class TPUConfig(_jaxspec_config.TPUConfig):
     """
 
 
+def _strategy_coordinated(train_distribute: Any, experimental_distribute: Any) -> bool:
+    """Whether tf.estimator would hand the cluster to a strategy's coordinator: a
+    ``train_distribute`` that is not a TPUStrategy (or one in ``experimental_distribute``)."""
+    strategy = train_distribute or getattr(experimental_distribute, "train_distribute", None)
+    return strategy is not None and not type(strategy).__name__.startswith("TPUStrategy")
+
+
 def _check_strategies(train_distribute: Any, eval_distribute: Any) -> None:
     """tf.estimator's strategy rule: the TF2 ParameterServerStrategy does not run an
     Estimator (its TF1 ``tf.compat.v1.distribute.experimental`` one does).
@@ -109,7 +116,8 @@ class RunConfig(_jaxspec_config.RunConfig):
         _check_strategies(self.train_distribute, self.eval_distribute)
         _check_session_config(self.session_config)
         tf_config = _cluster_settings.read_tf_config()
-        settings = _cluster_settings.cluster_settings(tf_config)
+        coordinated = _strategy_coordinated(self.train_distribute, self.experimental_distribute)
+        settings = _cluster_settings.cluster_settings(tf_config, coordinated)
         set_field = functools.partial(object.__setattr__, self)
         set_field("_model_dir", _cluster_settings.model_dir_from(tf_config, self.model_dir))
         set_field("_cluster_settings", settings)
@@ -117,7 +125,9 @@ class RunConfig(_jaxspec_config.RunConfig):
             set_field("_master", settings.master)
             if self._evaluation_master is None:
                 set_field("_evaluation_master", settings.evaluation_master)
-        if self.session_config is None and settings.cluster_spec.jobs:
+        # a strategy's coordinator owns a cluster without a master job: no device filters then
+        coordinated = coordinated and "master" not in settings.cluster_spec.jobs
+        if self.session_config is None and settings.cluster_spec.jobs and not coordinated:
             set_field("_session_config", distributed_session_config(settings.task_type, settings.task_id))
 
     def replace(self, **kwargs: Any) -> RunConfig:

@@ -71,7 +71,8 @@ def run_predict(
         features, _, input_hooks = plan.call_input_fn(input_fn)
         if plan.check_predict_input and not has_dataset_or_queue(features):
             tf.compat.v1.logging.warning(  # TensorFlow's logger, where tf.estimator wrote it
-                "The input uses no tf.data.Dataset nor queue runner: predict will not end by itself."
+                "Input graph does not read a tf.data.Dataset and does not contain a QueueRunner: "
+                "predict() ends only when a hook stops it."
             )
         spec = plan.model_fn(features, None)
         plan.maybe_warm_start(restoring=bool(checkpoint_path))
