@@ -28,6 +28,7 @@ from tf_bridge.runner import saved_model_export as _export
 from tf_bridge.runner import train as _train
 from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
 from tf_bridge.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runner.predict_cache import PredictCache
 from tf_bridge.runner_hooks import StopAfterNEvalsHook
 from tf_bridge.spec import EstimatorSpec
 
@@ -216,6 +217,7 @@ class Estimator:
         self._model_dir = self._config.model_dir
         self._session_config = self._config.resolved_session_config()
         self._warm_start_settings = as_warm_start_settings(warm_start_from)
+        self._predict_cache = PredictCache()
 
     @property
     def model_dir(self) -> str:
@@ -277,6 +279,7 @@ class Estimator:
             warm_start=self._warm_start_settings,
             check_predict_input=not self._skip_predict_input_check,
             train=train or TrainPlan(iterations_per_loop=self._iterations_per_loop()),
+            predict_cache=self._predict_cache if mode == ModeKeys.PREDICT and not export else None,
         )
 
     # -- checkpoints ------------------------------------------------------------------
@@ -396,6 +399,12 @@ class Estimator:
         """Yield predictions until the input ends (``tf.estimator.Estimator.predict``):
         one example at a time (a dict of numpy values for dict predictions), or whole
         batches with ``yield_single_examples=False``. Nothing runs before the first ``next``.
+
+        Beyond tf.estimator (which rebuilt the graph and restored the checkpoint on every
+        call): with a ``tf.data.Dataset`` input and no ``hooks``, the graph, session and
+        restored variables are kept for the next call while the checkpoint is unchanged
+        (``tf_bridge.runner.predict_cache``); model_fn then runs once, on placeholders of
+        the dataset's shapes, and the dataset is read eagerly.
 
         Raises (at the first ``next``):
           ValueError: bad predict_keys, predictions of different batch sizes.

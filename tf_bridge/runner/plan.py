@@ -80,11 +80,15 @@ class RunPlan:
         """A new plan with ``changes`` (the plan itself never changes)."""
         return dataclasses.replace(self, **changes)
 
+    def input_fn_result(self, input_fn: Callable[..., Any]) -> Any:
+        """What input_fn returns, called with this mode, a copy of ``input_params`` and
+        ``config`` (in the current default graph, or eagerly outside one)."""
+        return call_input_fn(input_fn, self.mode, copy.deepcopy(dict(self.input_params)), self.config)
+
     def call_input_fn(self, input_fn: Callable[..., Any]) -> tuple[Any, Any, list[Any]]:
-        """(features, labels, input hooks) from input_fn, called with this mode, a copy of
-        ``input_params`` and ``config``, in the current default graph."""
-        params = copy.deepcopy(dict(self.input_params))
-        return parse_input_fn_result(call_input_fn(input_fn, self.mode, params, self.config))
+        """(features, labels, input hooks) from input_fn (``input_fn_result``), in the
+        current default graph."""
+        return parse_input_fn_result(self.input_fn_result(input_fn))
 
     def maybe_warm_start(self, restoring: bool) -> None:
         """Apply the warm start (``tf.compat.v1.train.warm_start``) unless a checkpoint is
