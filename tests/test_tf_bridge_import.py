@@ -3,6 +3,7 @@ public name where it was, and none of TensorFlow's C++ start-up INFO lines."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -71,3 +72,20 @@ def test_only_start_up_info_lines_are_dropped() -> None:
         b"E0000 00:00:1796205853.8 11317 other.cc:2] an error\n"
         b"a Python warning\n"
     )
+
+
+def test_renamed_modules_keep_their_old_paths() -> None:
+    from tf_bridge import cluster_settings, export_outputs, run_config, runner_hooks
+    from tf_bridge.runner import saved_model_export
+
+    moved = {
+        "tf_bridge.config": run_config,
+        "tf_bridge.tf_config": cluster_settings,
+        "tf_bridge.session_hooks": runner_hooks,
+        "tf_bridge.runner.convert": export_outputs,
+        "tf_bridge.runner.export": saved_model_export,
+    }
+    for old, new in moved.items():
+        assert importlib.import_module(old) is new, old  # the module itself, not a copy
+    assert tf_bridge.config is run_config and tf_bridge.runner.convert is export_outputs
+    assert run_config.__spec__.name == "tf_bridge.run_config"
