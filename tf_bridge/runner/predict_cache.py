@@ -64,11 +64,20 @@ def dataset_features_spec(dataset: Any) -> Any:
     return spec
 
 
+def _read_options() -> Any:
+    """tf.data options for reading a predict input once, eagerly: no static graph rewrites
+    or autotuning (their set-up costs more than a few batches take; the values are the same)."""
+    options = tf.data.Options()
+    options.experimental_optimization.apply_default_optimizations = False
+    options.autotune.enabled = False
+    return options
+
+
 def dataset_features(dataset: Any) -> Iterator[Any]:
     """The dataset's features batch by batch, as numpy (labels dropped), read eagerly."""
-    for element in dataset.as_numpy_iterator():
+    for element in dataset.with_options(_read_options()):
         features, _ = split_features_labels(element) if isinstance(element, tuple) else (element, None)
-        yield features
+        yield tf.nest.map_structure(lambda value: value.numpy(), features)
 
 
 def checkpoint_stamp(checkpoint_path: str | None) -> float | None:
