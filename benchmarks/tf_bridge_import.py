@@ -4,7 +4,8 @@ the two alternating, medians over the repeats.
 
   .venv/bin/python benchmarks/tf_bridge_import.py [--repeats 5] [--out PATH]
 
-Prints both ratios (tf_bridge / tensorflow); writes JSON (default
+Prints both ratios (tf_bridge / tensorflow) and what ``import tf_bridge`` adds once
+TensorFlow is imported (timed alone, the same way); writes JSON (default
 ``benchmarks/results/tf_bridge_import.json``).
 """
 
@@ -22,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROBE = """
 import json, resource, sys, time
+{before}
 start = time.perf_counter()
 import {module}
 seconds = time.perf_counter() - start
@@ -30,16 +32,12 @@ print("PROBE", json.dumps({{"seconds": seconds, "peak_rss_mb": resource.getrusag
 """
 
 
-def probe(module: str) -> dict[str, float]:
-    """Import ``module`` in a fresh interpreter (this checkout first on sys.path)."""
+def probe(module: str, before: str = "") -> dict[str, float]:
+    """Import ``module`` in a fresh interpreter (this checkout first on sys.path), after
+    the untimed statement ``before``."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    run = subprocess.run(
-        [sys.executable, "-c", PROBE.format(module=module)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    code = PROBE.format(module=module, before=before)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     line = next(ln for ln in run.stdout.splitlines() if ln.startswith("PROBE "))
     return json.loads(line[len("PROBE ") :])
 
@@ -53,6 +51,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for module in runs:
             runs[module].append(probe(module))
+    after_tf = [probe("tf_bridge", "import tensorflow")["seconds"] for _ in range(args.repeats)]
     medians = {
         module: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "peak_rss_mb")}
         for module, rs in runs.items()
@@ -62,12 +61,14 @@ def main() -> None:
         "median": medians,
         "time_ratio": medians["tf_bridge"]["seconds"] / medians["tensorflow"]["seconds"],
         "memory_ratio": medians["tf_bridge"]["peak_rss_mb"] / medians["tensorflow"]["peak_rss_mb"],
+        "tf_bridge_after_tensorflow_s": statistics.median(after_tf),
         "runs": runs,
     }
     print(
         f"import tensorflow: {medians['tensorflow']['seconds']:.2f} s, {medians['tensorflow']['peak_rss_mb']:.0f} MB; "
         f"import tf_bridge: {medians['tf_bridge']['seconds']:.2f} s, {medians['tf_bridge']['peak_rss_mb']:.0f} MB; "
-        f"ratios (tf_bridge / tensorflow): time {result['time_ratio']:.2f}x, memory {result['memory_ratio']:.2f}x"
+        f"ratios (tf_bridge / tensorflow): time {result['time_ratio']:.2f}x, memory {result['memory_ratio']:.2f}x; "
+        f"import tf_bridge with tensorflow already imported: {1e3 * result['tf_bridge_after_tensorflow_s']:.1f} ms"
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:

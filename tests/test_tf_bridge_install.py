@@ -90,6 +90,7 @@ def test_install_adds_the_estimator_paths_and_changes_nothing_else_in_tensorflow
             "Estimator": estimator.Estimator is tf_bridge.Estimator is tf.estimator.Estimator,
             "EstimatorSpec": model_fn.EstimatorSpec is tf_bridge.EstimatorSpec,
             "RunConfig": run_config.RunConfig is tf_bridge.RunConfig,
+            "TaskType": (run_config.TaskType.CHIEF, run_config.TaskType.EVALUATOR) == ("chief", "evaluator"),
             "train_and_evaluate": training.train_and_evaluate is tf_bridge.train_and_evaluate,
             "BestExporter": exporter.BestExporter is tf_bridge.BestExporter,
             "PredictOutput": export_output.PredictOutput is tf_bridge.PredictOutput,

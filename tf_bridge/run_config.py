@@ -197,10 +197,21 @@ class RunConfig(_jaxspec_config.RunConfig):
         return self.session_config if self.session_config is not None else default_session_config()
 
 
+class TaskType:
+    """The task types of a TF_CONFIG cluster (``tf.estimator``'s ``run_config.TaskType``)."""
+
+    MASTER = _cluster_settings.MASTER
+    PS = _cluster_settings.PS
+    WORKER = _cluster_settings.WORKER
+    CHIEF = _cluster_settings.CHIEF
+    EVALUATOR = _cluster_settings.EVALUATOR
+
+
 __all__ = [
     "InputPipelineConfig",
     "RunConfig",
     "TPUConfig",
+    "TaskType",
     "default_session_config",
     "distributed_session_config",
 ]
