@@ -130,7 +130,7 @@ def test_the_layers_below_hooks_and_loop() -> None:
 
 def test_the_walk_sees_real_edges() -> None:
     modules = _modules("tf_bridge")
-    assert "tf_bridge.session_hooks" in _imports("tf_bridge.spec", modules["tf_bridge.spec"], modules)
+    assert "tf_bridge.runner_hooks" in _imports("tf_bridge.spec", modules["tf_bridge.spec"], modules)
     modules = _modules("jaxspec")
     lazy = _imports("jaxspec.metrics.adapters", modules["jaxspec.metrics.adapters"], modules)
     assert "jaxspec.metrics.base" in lazy

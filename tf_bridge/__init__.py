@@ -4,99 +4,74 @@ It also runs TF1-style model_fns on TensorFlow >= 2.16, where ``tf.estimator`` i
 ``Estimator``, ``TPUEstimator`` (CPU path), ``NPUEstimator`` and their specs and configs
 (``tf_bridge.runner``, ``tf_bridge.npu``, ``tf_bridge.spec``), ``train_and_evaluate`` with
 its specs and exporters (``tf_bridge.training``), and ``tf.estimator``'s namespace as
-``tf_bridge.estimator``.
+``tf_bridge.estimator``. ``tf_bridge.install()`` (or ``python -m tf_bridge script.py``)
+makes unmodified tf.estimator code find all of it where it looked before.
 
-Importing this package imports TensorFlow; ``import jaxspec`` never does.
+Importing this package imports TensorFlow (without its C++ start-up INFO lines); each
+submodule and public name loads when first used. ``import jaxspec`` never imports
+TensorFlow.
 """
 
-from tf_bridge import estimator
-from tf_bridge._compat import ExportCompatibilityError
-from tf_bridge._modes import ModeExport
-from tf_bridge.config import InputPipelineConfig, RunConfig, TPUConfig
-from tf_bridge.npu import (
-    ExponentialUpdateLossScaleManager,
-    FixedLossScaleManager,
-    NPUDistributedOptimizer,
-    NPUEstimator,
-    NPULossScaleOptimizer,
-    NPUOptimizer,
-    NPURunConfig,
-)
-from tf_bridge.receivers import (
-    ServingInputReceiver,
-    SupervisedInputReceiver,
-    TensorServingInputReceiver,
-    UnsupervisedInputReceiver,
-    build_parsing_serving_input_receiver_fn,
-    build_raw_serving_input_receiver_fn,
-    build_raw_supervised_input_receiver_fn,
-    build_supervised_input_receiver_fn_from_input_fn,
-)
-from tf_bridge.runner import Estimator, TPUEstimator, WarmStartSettings
-from tf_bridge.runner.convert import export_outputs_from_tf, export_outputs_to_tf
-from tf_bridge.saved_model import export_all_saved_models, export_saved_model
-from tf_bridge.spec import (
-    ClassificationOutput,
-    EstimatorSpec,
-    ExportOutput,
-    ModeKeys,
-    NPUEstimatorSpec,
-    PredictOutput,
-    RegressionOutput,
-    TPUEstimatorSpec,
-)
-from tf_bridge.training import (
-    BestExporter,
-    EvalSpec,
-    Exporter,
-    FinalExporter,
-    LatestExporter,
-    TrainSpec,
-    train_and_evaluate,
-)
+from __future__ import annotations
 
-__all__ = [
-    "estimator",
-    "train_and_evaluate",
-    "TrainSpec",
-    "LatestExporter",
-    "FinalExporter",
-    "Exporter",
-    "EvalSpec",
-    "BestExporter",
-    "ClassificationOutput",
-    "Estimator",
-    "EstimatorSpec",
-    "ExponentialUpdateLossScaleManager",
-    "ExportCompatibilityError",
-    "ExportOutput",
-    "FixedLossScaleManager",
-    "InputPipelineConfig",
-    "ModeExport",
-    "ModeKeys",
-    "NPUDistributedOptimizer",
-    "NPUEstimator",
-    "NPUEstimatorSpec",
-    "NPULossScaleOptimizer",
-    "NPUOptimizer",
-    "NPURunConfig",
-    "PredictOutput",
-    "RegressionOutput",
-    "RunConfig",
-    "ServingInputReceiver",
-    "SupervisedInputReceiver",
-    "TPUConfig",
-    "TPUEstimator",
-    "TPUEstimatorSpec",
-    "TensorServingInputReceiver",
-    "UnsupervisedInputReceiver",
-    "WarmStartSettings",
-    "build_parsing_serving_input_receiver_fn",
-    "build_raw_serving_input_receiver_fn",
-    "build_raw_supervised_input_receiver_fn",
-    "build_supervised_input_receiver_fn_from_input_fn",
-    "export_all_saved_models",
-    "export_outputs_from_tf",
-    "export_outputs_to_tf",
-    "export_saved_model",
-]
+from tf_bridge import _module_map
+from tf_bridge._quiet import import_tensorflow
+
+import_tensorflow()
+_module_map.register(_module_map.MOVED_FINDER)
+
+# Public name -> the module defining it (loaded on first use).
+_PUBLIC = {
+    "ExportCompatibilityError": "tf_bridge._compat",
+    "ModeExport": "tf_bridge._modes",
+    "InputPipelineConfig": "tf_bridge.run_config",
+    "RunConfig": "tf_bridge.run_config",
+    "TPUConfig": "tf_bridge.run_config",
+    "ExponentialUpdateLossScaleManager": "tf_bridge.npu",
+    "FixedLossScaleManager": "tf_bridge.npu",
+    "NPUDistributedOptimizer": "tf_bridge.npu",
+    "NPUEstimator": "tf_bridge.npu",
+    "NPULossScaleOptimizer": "tf_bridge.npu",
+    "NPUOptimizer": "tf_bridge.npu",
+    "NPURunConfig": "tf_bridge.npu",
+    "ServingInputReceiver": "tf_bridge.receivers",
+    "SupervisedInputReceiver": "tf_bridge.receivers",
+    "TensorServingInputReceiver": "tf_bridge.receivers",
+    "UnsupervisedInputReceiver": "tf_bridge.receivers",
+    "build_parsing_serving_input_receiver_fn": "tf_bridge.receivers",
+    "build_raw_serving_input_receiver_fn": "tf_bridge.receivers",
+    "build_raw_supervised_input_receiver_fn": "tf_bridge.receivers",
+    "build_supervised_input_receiver_fn_from_input_fn": "tf_bridge.receivers",
+    "Estimator": "tf_bridge.runner.estimator",
+    "TPUEstimator": "tf_bridge.runner.tpu_estimator",
+    "WarmStartSettings": "tf_bridge.runner.estimator",
+    "export_outputs_from_tf": "tf_bridge.export_outputs",
+    "export_outputs_to_tf": "tf_bridge.export_outputs",
+    "export_all_saved_models": "tf_bridge.saved_model",
+    "export_saved_model": "tf_bridge.saved_model",
+    "ClassificationOutput": "tf_bridge.spec",
+    "EstimatorSpec": "tf_bridge.spec",
+    "ExportOutput": "tf_bridge.spec",
+    "ModeKeys": "tf_bridge.spec",
+    "NPUEstimatorSpec": "tf_bridge.spec",
+    "PredictOutput": "tf_bridge.spec",
+    "RegressionOutput": "tf_bridge.spec",
+    "TPUEstimatorSpec": "tf_bridge.spec",
+    "BestExporter": "tf_bridge.training",
+    "EvalSpec": "tf_bridge.training",
+    "Exporter": "tf_bridge.training",
+    "FinalExporter": "tf_bridge.training",
+    "LatestExporter": "tf_bridge.training",
+    "TrainSpec": "tf_bridge.training",
+    "train_and_evaluate": "tf_bridge.training",
+    "install": "tf_bridge.import_compat",
+}
+
+__all__ = ["estimator", *sorted(_PUBLIC)]
+
+
+__getattr__ = _module_map.lazy_getattr(__name__, _PUBLIC)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

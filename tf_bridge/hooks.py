@@ -11,7 +11,7 @@ them as they are. This module adds the ones that lived in tf.estimator:
   last checkpoint step (``tf.estimator.experimental``);
 - ``InMemoryEvaluatorHook``: evaluation during training from the session's variables
   (``tf.estimator.experimental``; defined in ``tf_bridge.runner.in_memory``);
-- the hooks the runner adds by itself, re-exported from ``tf_bridge.session_hooks``:
+- the hooks the runner adds by itself, re-exported from ``tf_bridge.runner_hooks``:
   ``HostCallFetchHook``, ``StopAfterNEvalsHook``, ``ExamplesPerSecondHook``.
 """
 
@@ -31,7 +31,7 @@ from jaxspec.hooks.early_stopping import no_improvement, threshold_crossed
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.in_memory import InMemoryEvaluatorHook
 from tf_bridge.runner.train import load_global_step
-from tf_bridge.session_hooks import ExamplesPerSecondHook, HostCallFetchHook, StopAfterNEvalsHook
+from tf_bridge.runner_hooks import ExamplesPerSecondHook, HostCallFetchHook, StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
 _SessionRunHook = tf.compat.v1.train.SessionRunHook

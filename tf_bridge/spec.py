@@ -30,7 +30,7 @@ from jaxspec.spec.estimator_spec import (
     check_train_op,
 )
 from jaxspec.spec.host_call import call_with_tensors, validate_fn_tensors_pair
-from tf_bridge.session_hooks import HostCallFetchHook
+from tf_bridge.runner_hooks import HostCallFetchHook
 
 ExportOutput = _tf_export_output.ExportOutput
 ClassificationOutput = _tf_export_output.ClassificationOutput

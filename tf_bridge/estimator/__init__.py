@@ -15,8 +15,8 @@ from tf_bridge.canned import (
     LinearClassifier,
     LinearRegressor,
 )
-from tf_bridge.config import RunConfig
 from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.run_config import RunConfig
 from tf_bridge.heads import (
     BinaryClassHead,
     Head,

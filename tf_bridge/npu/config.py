@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tf_bridge.config import RunConfig
+from tf_bridge.run_config import RunConfig
 
 _log = logging.getLogger("tf_bridge")
 

@@ -29,11 +29,12 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
+from tf_bridge._module_map import MergedModule
 from tf_bridge.npu.config import NPURunConfig
 from tf_bridge.npu.optimizer import rank_size
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
-from tf_bridge.session_hooks import HostCallFetchHook
+from tf_bridge.runner_hooks import HostCallFetchHook
 from tf_bridge.spec import EstimatorSpec, NPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -41,10 +42,13 @@ _log = logging.getLogger("tf_bridge")
 
 def load_adapter() -> Any:
     """Ascend's ``npu_bridge.estimator.npu`` modules (npu_estimator, npu_config), or None
-    when ``npu_bridge`` does not import."""
+    when ``npu_bridge`` does not import or is tf_bridge's own stand-in (``tf_bridge.install()``
+    where the adapter is absent)."""
     try:  # optional: Ascend's adapter is installed only on NPU hosts
         from npu_bridge.estimator.npu import npu_config, npu_estimator
     except ImportError:
+        return None
+    if isinstance(npu_estimator, MergedModule):
         return None
     return npu_estimator, npu_config
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -20,13 +21,15 @@ import tensorflow as tf
 
 from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner import evaluate as _evaluate
-from tf_bridge.runner import export as _export
 from tf_bridge.runner import predict as _predict
+from tf_bridge.runner import saved_model_export as _export
 from tf_bridge.runner import train as _train
 from tf_bridge.runner.inputs import call_model_fn, verify_model_fn_args
-from tf_bridge.session_hooks import StopAfterNEvalsHook
+from tf_bridge.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runner.predict_cache import PredictCache
+from tf_bridge.runner_hooks import StopAfterNEvalsHook
 from tf_bridge.spec import EstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -214,6 +217,7 @@ class Estimator:
         self._model_dir = self._config.model_dir
         self._session_config = self._config.resolved_session_config()
         self._warm_start_settings = as_warm_start_settings(warm_start_from)
+        self._predict_cache = PredictCache()
 
     @property
     def model_dir(self) -> str:
@@ -260,6 +264,23 @@ class Estimator:
     def _iterations_per_loop(self) -> int:
         """Training steps per loop (hooks run once per loop); 1 as in tf.estimator."""
         return 1
+
+    def _run_plan(self, mode: str, export: bool = False, train: TrainPlan | None = None) -> RunPlan:
+        """The plan of one call in ``mode`` (for an export: ``export=True``), the only
+        thing the runner receives; subclasses change it through the hooks above."""
+        config = self.config
+        return RunPlan(
+            mode=mode,
+            config=config,
+            session_config=self._session_config,
+            create_global_step=self._create_global_step,
+            model_fn=functools.partial(self._call_model_fn, mode=mode, config=config, export=export),
+            input_params=self._input_fn_params(mode),
+            warm_start=self._warm_start_settings,
+            check_predict_input=not self._skip_predict_input_check,
+            train=train or TrainPlan(iterations_per_loop=self._iterations_per_loop()),
+            predict_cache=self._predict_cache if mode == ModeKeys.PREDICT and not export else None,
+        )
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -324,10 +345,12 @@ class Estimator:
         hooks = check_hooks(hooks)
         if steps is not None or max_steps is not None:
             hooks.append(tf.compat.v1.train.StopAtStepHook(steps, max_steps))
-        plan = _train.TrainPlan(max_steps, self._iterations_per_loop())
-        if steps is not None and plan.iterations_per_loop > 1:
-            plan.last_step = _train.load_global_step(self._model_dir) + steps
-        loss = _train.train_model(self, input_fn, hooks, check_listeners(saving_listeners), plan)
+        loop_size = self._iterations_per_loop()
+        last_step = max_steps
+        if steps is not None and loop_size > 1:
+            last_step = _train.load_global_step(self._model_dir) + steps
+        plan = self._run_plan(ModeKeys.TRAIN, train=TrainPlan(last_step, loop_size))
+        loss = _train.train_model(plan, input_fn, hooks, check_listeners(saving_listeners))
         _log.info("Loss for final step: %s.", loss)
         return self
 
@@ -362,7 +385,8 @@ class Estimator:
             checkpoint_path = self.latest_checkpoint()
             if not checkpoint_path:
                 _log.info("No checkpoint in %s: evaluating freshly initialised variables.", self._model_dir)
-        return _evaluate.run_evaluate(self, input_fn, hooks, checkpoint_path, self.eval_dir(name))
+        plan = self._run_plan(ModeKeys.EVAL)
+        return _evaluate.run_evaluate(plan, input_fn, hooks, checkpoint_path, self.eval_dir(name))
 
     def predict(
         self,
@@ -376,6 +400,12 @@ class Estimator:
         one example at a time (a dict of numpy values for dict predictions), or whole
         batches with ``yield_single_examples=False``. Nothing runs before the first ``next``.
 
+        Beyond tf.estimator (which rebuilt the graph and restored the checkpoint on every
+        call): with a ``tf.data.Dataset`` input and no ``hooks``, the graph, session and
+        restored variables are kept for the next call while the checkpoint is unchanged
+        (``tf_bridge.runner.predict_cache``); model_fn then runs once, on placeholders of
+        the dataset's shapes, and the dataset is read eagerly.
+
         Raises (at the first ``next``):
           ValueError: bad predict_keys, predictions of different batch sizes.
           TypeError: a hook of the wrong type.
@@ -388,7 +418,12 @@ class Estimator:
                     "No checkpoint in %s: predicting with freshly initialised variables.", self._model_dir
                 )
         yield from _predict.run_predict(
-            self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples
+            self._run_plan(ModeKeys.PREDICT),
+            input_fn,
+            predict_keys,
+            hooks,
+            checkpoint_path,
+            yield_single_examples,
         )
 
     # -- export -----------------------------------------------------------------------------
@@ -424,6 +459,37 @@ class Estimator:
             checkpoint_path=checkpoint_path,
         )
 
+    def export_savedmodel(
+        self,
+        export_dir_base: Any,
+        serving_input_receiver_fn: Callable[[], Any],
+        assets_extra: dict[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+        strip_default_attrs: bool = False,
+    ) -> bytes:
+        """``tf.compat.v1.estimator.Estimator.export_savedmodel`` (TF1's name): the PREDICT
+        export of ``export_saved_model``, keeping default-valued node attributes unless
+        ``strip_default_attrs``. tf_bridge has one Estimator class for tf.estimator's v1
+        and v2 ones, so it has this method too (TF 2.15's v2 Estimator hid it).
+
+        Returns:
+          The export directory, as bytes.
+
+        Raises:
+          ValueError: as export_saved_model.
+        """
+        if not serving_input_receiver_fn:
+            raise ValueError("export_savedmodel needs a serving_input_receiver_fn.")
+        return self._export_all(
+            export_dir_base,
+            {ModeKeys.PREDICT: serving_input_receiver_fn},
+            assets_extra,
+            as_text,
+            checkpoint_path,
+            strip_default_attrs,
+        )
+
     def experimental_export_all_saved_models(
         self,
         export_dir_base: Any,
@@ -439,11 +505,48 @@ class Estimator:
         Raises:
           ValueError: as export_saved_model; no valid mode in the map.
         """
+        return self._export_all(
+            export_dir_base, input_receiver_fn_map, assets_extra, as_text, checkpoint_path
+        )
+
+    def _export_all(
+        self,
+        export_dir_base: Any,
+        input_receiver_fn_map: dict[str, Any],
+        assets_extra: dict[str, str] | None,
+        as_text: bool,
+        checkpoint_path: str | None,
+        strip_default_attrs: bool = True,
+    ) -> bytes:
+        receiver_fn_map = dict(input_receiver_fn_map)
+        plans = {
+            mode: self._run_plan(mode, export=True) for mode in _export.MODE_ORDER if mode in receiver_fn_map
+        }
         return _export.export_all(
-            self,
+            plans,
             os.fsdecode(export_dir_base),
-            dict(input_receiver_fn_map),
+            receiver_fn_map,
             assets_extra,
             as_text,
-            checkpoint_path,
+            self._export_checkpoint(checkpoint_path),
+            strip_default_attrs,
         )
+
+    def _export_checkpoint(self, checkpoint_path: str | None) -> str:
+        """The checkpoint an export restores: the given one, the latest, or (none in
+        model_dir) the warm start's, as tf.estimator.
+
+        Raises:
+          ValueError: no checkpoint and no warm start.
+        """
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if checkpoint_path:
+            return checkpoint_path
+        if self._warm_start_settings is None:
+            raise ValueError(
+                f"export: no checkpoint in {self._model_dir}; train first or pass checkpoint_path."
+            )
+        checkpoint_path = self._warm_start_settings.ckpt_to_initialize_from
+        if tf.io.gfile.isdir(checkpoint_path):
+            checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)
+        return checkpoint_path

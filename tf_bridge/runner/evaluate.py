@@ -17,9 +17,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from jaxspec.mode_keys import ModeKeys
-from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
-from tf_bridge.session_hooks import StopAfterNEvalsHook
+from tf_bridge.runner.plan import RunPlan
+from tf_bridge.runner_hooks import StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
 
@@ -72,7 +71,7 @@ def split_update_ops(metric_ops: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def build_eval_graph(
-    est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
+    plan: RunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
 ) -> tuple[Any, ...]:
     """Build the EVAL graph in the default graph: (scaffold, update op, value dict, hooks).
 
@@ -80,14 +79,12 @@ def build_eval_graph(
       ValueError: a metric named ``loss`` or ``global_step``.
     """
     graph = tf.compat.v1.get_default_graph()
-    tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
-    est._create_global_step(graph)
-    result = call_input_fn(input_fn, ModeKeys.EVAL, est._input_fn_params(ModeKeys.EVAL), est.config)
-    features, labels, input_hooks = parse_input_fn_result(result)
-    spec = est._call_model_fn(features, labels, ModeKeys.EVAL, est.config)
+    tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)
+    plan.create_global_step(graph)
+    features, labels, input_hooks = plan.call_input_fn(input_fn)
+    spec = plan.model_fn(features, labels)
     update_op, values = split_update_ops(metric_ops_with_loss(spec.eval_metric_ops, spec.loss))
-    if not checkpoint_path and est._warm_start_settings is not None:
-        tf.compat.v1.train.warm_start(*est._warm_start_settings)
+    plan.maybe_warm_start(restoring=bool(checkpoint_path))
     if GLOBAL_STEP_KEY in values:
         raise ValueError(
             f"eval_metric_ops may not have a metric named {GLOBAL_STEP_KEY!r}: the Estimator reports the "
@@ -108,7 +105,7 @@ def build_eval_graph(
 
 
 def evaluate_once(
-    est: Any,
+    plan: RunPlan,
     checkpoint_path: str | None,
     scaffold: Any,
     update_op: Any,
@@ -133,8 +130,8 @@ def evaluate_once(
     creator = tf.compat.v1.train.ChiefSessionCreator(
         scaffold=scaffold,
         checkpoint_filename_with_path=checkpoint_path,
-        master=est.config.evaluation_master or "",
-        config=est._session_config,
+        master=plan.config.evaluation_master or "",
+        config=plan.session_config,
     )
     with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as session:
         if update_op is not None:
@@ -195,12 +192,12 @@ def write_checkpoint_path_summary(output_dir: str, checkpoint_path: str, global_
 
 
 def run_evaluate(
-    est: Any, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
+    plan: RunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
 ) -> dict[str, Any]:
     """Build, run and record one evaluation; return the results dict."""
     with tf.Graph().as_default():
-        scaffold, update_op, values, all_hooks = build_eval_graph(est, input_fn, hooks, checkpoint_path)
-        results = evaluate_once(est, checkpoint_path, scaffold, update_op, values, all_hooks)
+        scaffold, update_op, values, all_hooks = build_eval_graph(plan, input_fn, hooks, checkpoint_path)
+        results = evaluate_once(plan, checkpoint_path, scaffold, update_op, values, all_hooks)
         step = int(results[GLOBAL_STEP_KEY])
         write_dict_to_summary(output_dir, results, step)
         if checkpoint_path:

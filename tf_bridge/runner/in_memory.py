@@ -9,9 +9,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.mode_keys import ModeKeys
 from tf_bridge.runner.estimator import Estimator, check_hooks
 from tf_bridge.runner.evaluate import build_eval_graph, evaluate_once, write_dict_to_summary
-from tf_bridge.session_hooks import StopAfterNEvalsHook
+from tf_bridge.runner_hooks import StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
 
@@ -68,7 +69,8 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
                 every_n_iter,
                 summary_steps,
             )
-        self._estimator = estimator
+        # The Estimator's one door to its runner: the EVAL plan, built once here.
+        self._plan = estimator._run_plan(ModeKeys.EVAL)
         self._input_fn = input_fn
         self._hooks = check_hooks(hooks)
         if steps is not None:
@@ -83,7 +85,7 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
         self._iterations = 0
         self._graph = tf.Graph()
         with self._graph.as_default():
-            self._built = build_eval_graph(self._estimator, self._input_fn, self._hooks, None)
+            self._built = build_eval_graph(self._plan, self._input_fn, self._hooks, None)
             scaffold = self._built[0]
             if scaffold.saver is not None:
                 raise ValueError("InMemoryEvaluatorHook cannot use a scaffold with its own saver.")
@@ -116,7 +118,7 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
         built_scaffold, update_op, metric_values, hooks = self._built
         with self._graph.as_default():
             scaffold = tf.compat.v1.train.Scaffold(init_fn=copy_variables, copy_from_scaffold=built_scaffold)
-            self.results = evaluate_once(self._estimator, None, scaffold, update_op, metric_values, hooks)
+            self.results = evaluate_once(self._plan, None, scaffold, update_op, metric_values, hooks)
             write_dict_to_summary(self._eval_dir, self.results, int(self.results["global_step"]))
         self._timer.update_last_triggered_step(self._iterations)
 

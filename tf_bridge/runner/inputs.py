@@ -88,6 +88,26 @@ def call_input_fn(input_fn: Callable[..., Any], mode: str, params: Any, config: 
         return input_fn(**kwargs)
 
 
+# TensorFlow's message when a tf.compat.v1.layers layer meets Keras 3.
+KERAS_3_MARK = "is not available with Keras 3"
+
+
+def keras_2_hint() -> str:
+    """What to do when a model_fn's ``tf.compat.v1.layers`` need Keras 2: tf_bridge never
+    switches Keras itself, since that would change the program's other Keras code."""
+    try:
+        import tf_keras  # noqa: F401  (only asked whether it is installed)
+    except ImportError:
+        install = "install tf_keras (pip install 'jaxspec[tf]' brings it), then "
+    else:
+        install = ""
+    return (
+        "tf.compat.v1.layers need Keras 2 on TensorFlow >= 2.16: "
+        f"{install}set the environment variable TF_USE_LEGACY_KERAS=1 before TensorFlow is imported "
+        "(this switches the whole program's tf.keras to Keras 2)."
+    )
+
+
 def call_model_fn(
     model_fn: Callable[..., Any],
     features: Any,
@@ -102,6 +122,8 @@ def call_model_fn(
     Raises:
       ValueError: labels exist but model_fn takes none, or model_fn returned something
         other than one of ``spec_types``.
+      AttributeError: model_fn used a ``tf.compat.v1.layers`` layer, which needs Keras 2
+        (tf_keras) while Keras 3 is active (see ``keras_2_hint``).
     """
     names = fn_arg_names(model_fn)
     kwargs: dict[str, Any] = {}
@@ -113,7 +135,12 @@ def call_model_fn(
         if name in names:
             kwargs[name] = value
     _log.info("Calling model_fn (%s).", mode)
-    spec = model_fn(features=features, **kwargs)
+    try:
+        spec = model_fn(features=features, **kwargs)
+    except AttributeError as err:
+        if KERAS_3_MARK not in str(err):
+            raise
+        raise AttributeError(f"{err} {keras_2_hint()}") from err
     if not isinstance(spec, spec_types):
         wanted = " or ".join(t.__name__ for t in spec_types)
         raise ValueError(f"model_fn must return a tf_bridge {wanted}; it returned a {type(spec).__name__}.")

@@ -16,10 +16,10 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.config import RunConfig
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner.estimator import Estimator
 from tf_bridge.runner.inputs import call_model_fn, fn_arg_names
-from tf_bridge.session_hooks import ExamplesPerSecondHook
+from tf_bridge.runner_hooks import ExamplesPerSecondHook
 from tf_bridge.spec import EstimatorSpec, TPUEstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
@@ -36,6 +36,26 @@ def check_positive_integer(value: Any, name: str) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r}).")
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}.")
+
+
+def check_no_cross_replica_ops(graph: Any) -> None:
+    """TF 2.15's TPUEstimator CPU path failed at the first step on a ``CrossReplicaSum``
+    (what ``tf.compat.v1.tpu.CrossShardOptimizer`` adds): no CPU kernel. Say so when the
+    graph is built, with the same exception type.
+
+    Raises:
+      tf.errors.InvalidArgumentError: the graph has a CrossReplicaSum op.
+    """
+    for op in graph.get_operations():
+        if op.type == "CrossReplicaSum":
+            raise tf.errors.InvalidArgumentError(
+                op.node_def,
+                op,
+                f"model_fn built {op.name!r} (a CrossReplicaSum, e.g. from tf.compat.v1.tpu.CrossShardOptimizer), "
+                "which only a TPU runs; tf_bridge runs TPUEstimator's CPU path, where params['use_tpu'] is False. "
+                "Wrap the optimizer only when params['use_tpu'] is True (as on TF 2.15's CPU path), or port the "
+                "model_fn to jaxspec.TPUEstimator, whose CrossShardOptimizer averages over a device mesh.",
+            )
 
 
 class TPUEstimator(Estimator):
@@ -230,6 +250,7 @@ class TPUEstimator(Estimator):
             params[BATCH_SIZE_KEY] = batch_size
         params[USE_TPU_KEY] = False
         spec = call_model_fn(self._model_fn, features, labels, mode, params, config, self._spec_types)
+        check_no_cross_replica_ops(tf.compat.v1.get_default_graph())
         if isinstance(spec, TPUEstimatorSpec):
             spec = spec.as_estimator_spec()
         if mode == ModeKeys.TRAIN and self._log_every_n_steps is not None:

@@ -17,25 +17,11 @@ import tensorflow as tf
 from tensorflow.python.training import training as tf_training
 from tensorflow.python.training import training_util
 
-from jaxspec.mode_keys import ModeKeys
 from tf_bridge.runner.cluster import device_function
-from tf_bridge.runner.inputs import call_input_fn, parse_input_fn_result
-from tf_bridge.session_hooks import HostCallFetchHook
+from tf_bridge.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runner_hooks import HostCallFetchHook
 
 _log = logging.getLogger("tf_bridge")
-
-
-class TrainPlan:
-    """What one ``train`` call runs: the stop condition and the loop size.
-
-    Args:
-      last_step: global step at which training stops, or None (until input ends).
-      iterations_per_loop: steps per loop (hooks run once per loop); 1 for tf.estimator.
-    """
-
-    def __init__(self, last_step: int | None, iterations_per_loop: int = 1) -> None:
-        self.last_step = last_step
-        self.iterations_per_loop = iterations_per_loop
 
 
 def load_global_step(model_dir: str) -> int:
@@ -60,28 +46,27 @@ def _default_saver(config: Any) -> Any:
 
 
 def _worker_hooks(
-    est: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any
+    config: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any
 ) -> list[Any]:
     """input hooks, the caller's hooks, NaN check, loss logging, then the spec's hooks."""
     worker = list(input_hooks) + list(hooks)
     worker.append(tf.compat.v1.train.NanTensorHook(spec.loss))
-    if est.config.log_step_count_steps is not None:
+    if config.log_step_count_steps is not None:
         worker.append(
             tf.compat.v1.train.LoggingTensorHook(
-                {"loss": spec.loss, "step": global_step}, every_n_iter=est.config.log_step_count_steps
+                {"loss": spec.loss, "step": global_step}, every_n_iter=config.log_step_count_steps
             )
         )
     worker.extend(spec.training_hooks)
     return worker
 
 
-def _chief_hooks(est: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> list[Any]:
+def _chief_hooks(config: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> list[Any]:
     """A CheckpointSaverHook unless one is given; saving listeners join the first one.
 
     Raises:
       ValueError: saving_listeners without checkpoint saving configured.
     """
-    config = est.config
     saver_hooks = [
         h
         for h in worker + list(spec.training_chief_hooks)
@@ -91,7 +76,7 @@ def _chief_hooks(est: Any, spec: Any, worker: list[Any], saving_listeners: list[
     if (config.save_checkpoints_secs or config.save_checkpoints_steps) and not saver_hooks:
         chief.append(
             tf.compat.v1.train.CheckpointSaverHook(
-                est.model_dir,
+                config.model_dir,
                 save_secs=config.save_checkpoints_secs,
                 save_steps=config.save_checkpoints_steps,
                 scaffold=spec.scaffold,
@@ -158,26 +143,25 @@ def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[A
 
 
 def train_with_spec(
-    est: Any,
+    plan: RunPlan,
     spec: Any,
     input_hooks: list[Any],
     hooks: list[Any],
     global_step: Any,
     saving_listeners: list[Any],
-    plan: TrainPlan,
 ) -> Any:
     """Run the training loop for a built graph; return the last loss seen by the hooks."""
-    config = est.config
-    if est._warm_start_settings is not None and not tf.train.latest_checkpoint(est.model_dir):
-        _log.info("Warm-starting from %s.", est._warm_start_settings.ckpt_to_initialize_from)
-        tf.compat.v1.train.warm_start(*est._warm_start_settings)
+    config = plan.config
+    if plan.warm_start is not None and not tf.train.latest_checkpoint(plan.model_dir):
+        _log.info("Warm-starting from %s.", plan.warm_start.ckpt_to_initialize_from)
+        plan.maybe_warm_start(restoring=False)
     if not any(s.op.name == "loss" for s in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)):
         tf.compat.v1.summary.scalar("loss", spec.loss)
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, spec.loss)
-    worker = _worker_hooks(est, spec, input_hooks, hooks, global_step)
+    worker = _worker_hooks(config, spec, input_hooks, hooks, global_step)
     if not (spec.scaffold.saver or tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)):
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _default_saver(config))
-    chief = _chief_hooks(est, spec, worker, saving_listeners)
+    chief = _chief_hooks(config, spec, worker, saving_listeners)
     per_step = _per_step_fetches(worker)
     summary_steps, log_steps, summary_hooks = _summary_settings(config, spec)
     worker.extend(summary_hooks)
@@ -186,18 +170,19 @@ def train_with_spec(
     with tf_training.MonitoredTrainingSession(
         master=config.session_target(),
         is_chief=config.is_chief,
-        checkpoint_dir=est.model_dir,
+        checkpoint_dir=plan.model_dir,
         scaffold=spec.scaffold,
         hooks=worker,
         chief_only_hooks=chief,
         save_checkpoint_secs=0,
         save_summaries_steps=summary_steps,
-        config=est._session_config,
+        config=plan.session_config,
         max_wait_secs=config.session_creation_timeout_secs,
         log_step_count_steps=log_steps,
         save_graph_def=config.checkpoint_save_graph_def,
     ) as session:
-        step_fn = _loop_step_fn(spec, global_step, plan, per_step) if plan.iterations_per_loop > 1 else None
+        loop = plan.train
+        step_fn = _loop_step_fn(spec, global_step, loop, per_step) if loop.iterations_per_loop > 1 else None
         while not session.should_stop():
             steps += 1
             if step_fn is None:
@@ -209,18 +194,15 @@ def train_with_spec(
     return loss
 
 
-def train_model(
-    est: Any, input_fn: Any, hooks: list[Any], saving_listeners: list[Any], plan: TrainPlan
-) -> Any:
+def train_model(plan: RunPlan, input_fn: Any, hooks: list[Any], saving_listeners: list[Any]) -> Any:
     """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
     when the cluster has some) and train; return the last loss."""
-    with tf.Graph().as_default() as graph, graph.device(device_function(est.config)):
-        tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
-        global_step = est._create_global_step(graph)
+    with tf.Graph().as_default() as graph, graph.device(device_function(plan.config)):
+        tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)
+        global_step = plan.create_global_step(graph)
         if global_step is not None:
             training_util._get_or_create_global_step_read(graph)
-        result = call_input_fn(input_fn, ModeKeys.TRAIN, est._input_fn_params(ModeKeys.TRAIN), est.config)
-        features, labels, input_hooks = parse_input_fn_result(result)
-        spec = est._call_model_fn(features, labels, ModeKeys.TRAIN, est.config)
+        features, labels, input_hooks = plan.call_input_fn(input_fn)
+        spec = plan.model_fn(features, labels)
         global_step = tf.compat.v1.train.get_global_step(graph)
-        return train_with_spec(est, spec, input_hooks, hooks, global_step, saving_listeners, plan)
+        return train_with_spec(plan, spec, input_hooks, hooks, global_step, saving_listeners)

@@ -4,7 +4,7 @@
 The fields, defaults and validation are jaxspec's (``jaxspec.config``), which follow
 tf.estimator's; this module adds what a TensorFlow session needs: a default
 ``session_config`` (the one tf.estimator used), and the cluster properties tf.estimator
-exposes, read from ``TF_CONFIG`` (``tf_bridge.tf_config``).
+exposes, read from ``TF_CONFIG`` (``tf_bridge.cluster_settings``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from jaxspec import config as _jaxspec_config
-from tf_bridge import tf_config as _tf_config
+from tf_bridge import cluster_settings as _cluster_settings
 
 InputPipelineConfig = _jaxspec_config.InputPipelineConfig
 
@@ -41,6 +41,13 @@ class TPUConfig(_jaxspec_config.TPUConfig):
     ``Session.run``, so ``iterations_per_loop`` and the input pipeline mode are stored
     but do not change what is computed.
     """
+
+
+def _strategy_coordinated(train_distribute: Any, experimental_distribute: Any) -> bool:
+    """Whether tf.estimator would hand the cluster to a strategy's coordinator: a
+    ``train_distribute`` that is not a TPUStrategy (or one in ``experimental_distribute``)."""
+    strategy = train_distribute or getattr(experimental_distribute, "train_distribute", None)
+    return strategy is not None and not type(strategy).__name__.startswith("TPUStrategy")
 
 
 def _check_strategies(train_distribute: Any, eval_distribute: Any) -> None:
@@ -68,9 +75,9 @@ def _check_session_config(session_config: Any) -> None:
 
 def distributed_session_config(task_type: str, task_id: int) -> Any:
     """tf.estimator's session_config for a task of a cluster when none is given: the
-    default one plus the task's device filters (``tf_config.device_filters``); None for
+    default one plus the task's device filters (``cluster_settings.device_filters``); None for
     a task that gets none (an evaluator)."""
-    filters = _tf_config.device_filters(task_type, task_id)
+    filters = _cluster_settings.device_filters(task_type, task_id)
     if filters is None:
         return None
     config = default_session_config()
@@ -89,7 +96,7 @@ class RunConfig(_jaxspec_config.RunConfig):
     ``default_session_config()`` when a session is made, as tf.estimator did.
 
     The cluster comes from the ``TF_CONFIG`` environment variable, read once here as
-    tf.estimator reads it (``tf_bridge.tf_config``): ``cluster_spec``, ``task_type``,
+    tf.estimator reads it (``tf_bridge.cluster_settings``): ``cluster_spec``, ``task_type``,
     ``task_id``, ``is_chief``, ``master`` and ``evaluation_master`` (``''`` without a
     cluster), ``num_ps_replicas``, ``num_worker_replicas``, ``global_id_in_cluster``,
     ``service``; its ``model_dir`` is used when none is given; in a cluster, a task
@@ -98,7 +105,7 @@ class RunConfig(_jaxspec_config.RunConfig):
 
     Raises:
       ValueError: as ``jaxspec.RunConfig``; TF_CONFIG's cluster or task invalid (see
-        ``tf_config.cluster_settings``), its model_dir empty or different from
+        ``cluster_settings.cluster_settings``), its model_dir empty or different from
         ``model_dir``; ``session_config`` not a ``tf.compat.v1.ConfigProto``; a TF2
         ParameterServerStrategy as ``train_distribute``/``eval_distribute``.
       TypeError: as ``jaxspec.RunConfig``; TF_CONFIG's ``service`` not a dict.
@@ -108,16 +115,19 @@ class RunConfig(_jaxspec_config.RunConfig):
         super().__init__(*args, **kwargs)
         _check_strategies(self.train_distribute, self.eval_distribute)
         _check_session_config(self.session_config)
-        tf_config = _tf_config.read_tf_config()
-        settings = _tf_config.cluster_settings(tf_config)
+        tf_config = _cluster_settings.read_tf_config()
+        coordinated = _strategy_coordinated(self.train_distribute, self.experimental_distribute)
+        settings = _cluster_settings.cluster_settings(tf_config, coordinated)
         set_field = functools.partial(object.__setattr__, self)
-        set_field("_model_dir", _tf_config.model_dir_from(tf_config, self.model_dir))
+        set_field("_model_dir", _cluster_settings.model_dir_from(tf_config, self.model_dir))
         set_field("_cluster_settings", settings)
         if self._master is None:
             set_field("_master", settings.master)
             if self._evaluation_master is None:
                 set_field("_evaluation_master", settings.evaluation_master)
-        if self.session_config is None and settings.cluster_spec.jobs:
+        # a strategy's coordinator owns a cluster without a master job: no device filters then
+        coordinated = coordinated and "master" not in settings.cluster_spec.jobs
+        if self.session_config is None and settings.cluster_spec.jobs and not coordinated:
             set_field("_session_config", distributed_session_config(settings.task_type, settings.task_id))
 
     def replace(self, **kwargs: Any) -> RunConfig:
@@ -187,10 +197,21 @@ class RunConfig(_jaxspec_config.RunConfig):
         return self.session_config if self.session_config is not None else default_session_config()
 
 
+class TaskType:
+    """The task types of a TF_CONFIG cluster (``tf.estimator``'s ``run_config.TaskType``)."""
+
+    MASTER = _cluster_settings.MASTER
+    PS = _cluster_settings.PS
+    WORKER = _cluster_settings.WORKER
+    CHIEF = _cluster_settings.CHIEF
+    EVALUATOR = _cluster_settings.EVALUATOR
+
+
 __all__ = [
     "InputPipelineConfig",
     "RunConfig",
     "TPUConfig",
+    "TaskType",
     "default_session_config",
     "distributed_session_config",
 ]

@@ -72,7 +72,10 @@ def _task(cluster: Any, task_env: dict[str, Any], chief_type: str) -> tuple[str,
         index past that job's tasks.
     """
     if chief_type not in cluster.jobs:
-        raise ValueError(f"TF_CONFIG: a cluster needs one {chief_type!r} task.")
+        raise ValueError(
+            f"TF_CONFIG: a cluster needs one {chief_type!r} task; a cluster of workers only (worker 0 "
+            "leading) needs a RunConfig(train_distribute=...) strategy, as in tf.estimator."
+        )
     if len(cluster.job_tasks(chief_type)) > 1:
         raise ValueError(f"TF_CONFIG: a cluster may have only one {chief_type!r} task.")
     task_type, task_id = task_env.get("type"), task_env.get("index")
@@ -123,8 +126,14 @@ def _counts(cluster: Any, chief_type: str) -> tuple[int, int]:
     return len(jobs.get(PS, [])), len(jobs.get(WORKER, [])) + len(jobs.get(chief_type, []))
 
 
-def cluster_settings(tf_config: dict[str, Any]) -> ClusterSettings:
+def cluster_settings(tf_config: dict[str, Any], coordinated: bool = False) -> ClusterSettings:
     """The cluster settings ``tf_config`` describes (no cluster: one chief worker).
+
+    ``coordinated``: the RunConfig has a ``train_distribute`` strategy (not a TPU one).
+    Then, as in tf.estimator, a cluster without a ``master`` job (workers only, the layout
+    of MultiWorkerMirroredStrategy, included) is kept as ``cluster_spec`` and every other
+    setting is a local one (task ``worker`` 0, chief, master ``''``): the strategy's
+    coordinator decides each task's role when it trains.
 
     Raises:
       TypeError: ``service`` is not a dict.
@@ -138,6 +147,9 @@ def cluster_settings(tf_config: dict[str, Any]) -> ClusterSettings:
     cluster = tf.train.ClusterSpec(tf_config.get("cluster", {}))
     task_env = tf_config.get("task", {})
     eval_master = tf_config.get("eval_session_master", "")
+    if coordinated and cluster.jobs and MASTER not in cluster.jobs:
+        local = cluster_settings({})
+        return dataclasses.replace(local, cluster_spec=cluster)
     if not cluster.jobs:
         task_type, task_id = task_env.get("type", WORKER), int(task_env.get("index", 0))
         if task_type != WORKER:

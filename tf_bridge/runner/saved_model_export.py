@@ -18,10 +18,11 @@ import tensorflow as tf
 from tensorflow.python.saved_model import model_utils
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.runner.plan import RunPlan
 
 _log = logging.getLogger("tf_bridge")
 
-_MODE_ORDER = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
+MODE_ORDER = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
@@ -40,22 +41,21 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
 
 
 def add_meta_graph_for_mode(
-    est: Any,
+    plan: RunPlan,
     builder: Any,
     receiver_fn: Callable[[], Any],
     checkpoint_path: str,
     save_variables: bool,
-    mode: str,
+    strip_default_attrs: bool = True,
 ) -> None:
-    """Build ``mode``'s graph from the receiver and add it (and, the first time, the
+    """Build ``plan.mode``'s graph from the receiver and add it (and, the first time, the
     variables) to ``builder``, with tf.estimator's tags and signatures."""
+    mode = plan.mode
     with tf.Graph().as_default() as graph:
-        est._create_global_step(graph)
-        tf.compat.v1.random.set_random_seed(est.config.tf_random_seed)
+        plan.create_global_step(graph)
+        tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)
         receiver = receiver_fn()
-        spec = est._call_model_fn(
-            receiver.features, getattr(receiver, "labels", None), mode, est.config, export=True
-        )
+        spec = plan.model_fn(receiver.features, getattr(receiver, "labels", None))
         outputs = model_utils.export_outputs_for_mode(
             mode=spec.mode,
             serving_export_outputs=spec.export_outputs,
@@ -69,7 +69,7 @@ def add_meta_graph_for_mode(
             getattr(receiver, "receiver_tensors_alternatives", None),
             serving_only=(mode == ModeKeys.PREDICT),
         )
-        with tf.compat.v1.Session(config=est._session_config) as session:
+        with tf.compat.v1.Session(config=plan.session_config) as session:
             local_init_op = spec.scaffold.local_init_op
             if local_init_op is None:
                 local_init_op = tf.compat.v1.train.Scaffold.default_local_init_op()
@@ -82,7 +82,7 @@ def add_meta_graph_for_mode(
                 assets_collection=tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
                 main_op=local_init_op,
                 saver=saver,
-                strip_default_attrs=True,
+                strip_default_attrs=strip_default_attrs,
             )
             if save_variables:
                 builder.add_meta_graph_and_variables(session, **kwargs)
@@ -98,31 +98,24 @@ def _copy_assets_extra(export_dir: str, assets_extra: dict[str, str] | None) -> 
 
 
 def export_all(
-    est: Any,
+    plans: dict[str, RunPlan],
     export_dir_base: str,
     receiver_fn_map: dict[str, Callable[[], Any]],
     assets_extra: dict[str, str] | None,
     as_text: bool,
-    checkpoint_path: str | None,
+    checkpoint_path: str,
+    strip_default_attrs: bool = True,
 ) -> bytes:
-    """Export every mode of ``receiver_fn_map`` into one SavedModel; return its path.
+    """Export every mode of ``receiver_fn_map`` (each with its plan, built for export) into
+    one SavedModel restored from ``checkpoint_path``; return its path. Default-valued
+    node attributes are left out unless ``strip_default_attrs`` is False.
 
     The variables are saved with the first mode in TRAIN, EVAL, PREDICT order, as TF.
 
     Raises:
-      ValueError: no checkpoint (and no warm start), a receiver_fn is None, or no mode of
-        the map is TRAIN/EVAL/PREDICT.
+      ValueError: a receiver_fn is None, or no mode of the map is TRAIN/EVAL/PREDICT.
     """
-    checkpoint_path = checkpoint_path or est.latest_checkpoint()
-    if not checkpoint_path:
-        if est._warm_start_settings is None:
-            raise ValueError(
-                f"export: no checkpoint in {est.model_dir}; train first or pass checkpoint_path."
-            )
-        checkpoint_path = est._warm_start_settings.ckpt_to_initialize_from
-        if tf.io.gfile.isdir(checkpoint_path):
-            checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)
-    modes = [m for m in _MODE_ORDER if receiver_fn_map.get(m)]
+    modes = [m for m in MODE_ORDER if receiver_fn_map.get(m)]
     for mode, fn in receiver_fn_map.items():
         if fn is None:
             raise ValueError(f"export: the input receiver function for mode {mode!r} is None.")
@@ -133,7 +126,9 @@ def export_all(
     try:
         builder = tf.compat.v1.saved_model.Builder(temp_dir)
         for i, mode in enumerate(modes):
-            add_meta_graph_for_mode(est, builder, receiver_fn_map[mode], checkpoint_path, i == 0, mode)
+            add_meta_graph_for_mode(
+                plans[mode], builder, receiver_fn_map[mode], checkpoint_path, i == 0, strip_default_attrs
+            )
         builder.save(as_text)
         _copy_assets_extra(os.fsdecode(temp_dir), assets_extra)
         tf.io.gfile.rename(temp_dir, export_dir)
