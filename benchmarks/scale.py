@@ -54,6 +54,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+# This checkout's jaxspec, not an installed one (a script's sys.path starts at benchmarks/).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 MiB = 2**20
 LR = 1e-3
 PER_REPLICA_BATCH = 8
@@ -101,6 +103,7 @@ def _imports() -> dict[str, Any]:
     import jaxspec
 
     devices = jax.devices()
+    assert Path(jaxspec.__file__).resolve().parent.parent == Path(__file__).resolve().parent.parent
     return {"platform": devices[0].platform, "device_kind": devices[0].device_kind, "devices": len(devices)}
 
 
