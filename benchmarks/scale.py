@@ -78,8 +78,9 @@ METRICS = ("device_bytes", "rss_above_imports", "save_s", "restore_s", "train_s"
 
 
 def side_n(mib: float) -> int:
-    """``n`` of the ``[n, n]`` weight whose state (weight + two adam moments) is ``mib`` MiB."""
-    return int(math.sqrt(mib * MiB / 12))
+    """``n`` of the ``[n, n]`` weight whose state (weight + two adam moments) is closest to
+    ``mib`` MiB, a multiple of 64 (so that any k up to 64 splits its columns)."""
+    return max(64, round(math.sqrt(mib * MiB / 12) / 64) * 64)
 
 
 def peak_rss() -> int:
@@ -466,7 +467,12 @@ def main() -> None:
     imports = {d: _run_worker("imports", d if force else None, []) for d in sorted({d for d, _, _ in grid})}
     rows = []
     for devices, k, mib in grid:
-        row = measure_row(devices, k, mib, args, force, imports)
+        try:
+            row = measure_row(devices, k, mib, args, force, imports)
+        except RuntimeError as err:  # one failed row (e.g. out of memory) does not end the grid
+            print(f"D={devices} k={k} {mib} MiB failed: {str(err)[-800:]}", flush=True)
+            rows.append({"devices": devices, "k": k, "state_mib": mib, "error": str(err)[-3000:]})
+            continue
         rows.append(row)
         _print_row(row)
     result = {
