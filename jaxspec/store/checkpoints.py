@@ -49,23 +49,36 @@ def as_saved(state: Any) -> Any:
     return jax.tree.map(_replica_zero, state)
 
 
+#: Leaves of at most this many bytes are handed to Orbax as numpy copies; larger ones as
+#: device arrays (see ``_one_copy``).
+NUMPY_HANDOVER_MAX_BYTES = 1 << 20
+
+
 def _one_copy(x: Any) -> Any:
-    """What Orbax is handed for one leaf of a consistent (``as_saved``) state: a fully
-    replicated array of this process as a numpy copy of its replica-0 shard (the same
-    bytes on disk, and a restore gives the target's jax.Array and sharding as before;
-    Orbax then deals with one host copy instead of one per device, and its numpy path
-    skips the device-array bookkeeping: on 8 devices a third of a small state's save
-    time, on one device a quarter); any other leaf (sharded, several processes, PRNG
-    keys) as it is."""
+    """What Orbax is handed for one leaf of a consistent (``as_saved``) state, so that a
+    save makes at most one host copy of the state and never gathers a sharded leaf.
+
+    * A fully replicated leaf of this process of more than ``NUMPY_HANDOVER_MAX_BYTES``:
+      replica 0's shard, a single-device ``jax.Array`` (no copy). Orbax copies it to the
+      host itself, once, before its save returns (on CPU it reads the buffer in place), so
+      the device buffer may be donated afterwards.
+    * A smaller one: a numpy copy of replica 0's shard. Orbax's numpy path skips the
+      device-array bookkeeping, which dominates a small leaf's save (20 leaves of 16 KiB
+      on 8 devices: 77 ms against 180 ms); its own copy of a small leaf costs little.
+    * Anything else (a sharded leaf, several processes, PRNG keys): as it is; Orbax
+      writes each process's own shards from their devices.
+    """
     if (
-        isinstance(x, jax.Array)
-        and x.is_fully_addressable
-        and x.is_fully_replicated
-        and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        not isinstance(x, jax.Array)
+        or not x.is_fully_addressable
+        or not x.is_fully_replicated
+        or jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
     ):
-        shard = next(s for s in x.addressable_shards if s.replica_id == 0)
-        return np.array(shard.data, copy=True)  # a copy: the device buffer may be donated next
-    return x
+        return x
+    shard = next(s for s in x.addressable_shards if s.replica_id == 0).data
+    if x.nbytes > NUMPY_HANDOVER_MAX_BYTES:
+        return shard
+    return np.array(shard, copy=True)  # a copy: the device buffer may be donated next
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -150,8 +163,7 @@ class CheckpointStore:
             for name, data in extras.items():  # every process writes its own
                 with open(os.path.join(directory, name), "wb") as f:
                     f.write(data)
-            if jax.process_index() == 0:
-                integrity.write_digest(directory)
+            integrity.write_digest(directory, jax.process_index())  # each process its own files
         except OSError as err:
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
 

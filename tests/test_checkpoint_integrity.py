@@ -1,0 +1,155 @@
+"""Integrity records: CRC-32 per process, the first format (SHA-256) still read, damage to
+any kind of file of an old checkpoint still detected."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import zlib
+
+import jax
+import numpy as np
+import pytest
+
+from jaxspec.errors import DataLossError
+from jaxspec.loop import checkpoint_integrity as integrity
+from jaxspec.loop.checkpoints import CheckpointStore
+from tools.format1_checkpoints import format1_state
+
+FORMAT1 = os.path.join(os.path.dirname(__file__), "data", "checkpoints_format1")
+
+
+@pytest.fixture
+def old_model_dir(tmp_path):
+    model_dir = str(tmp_path / "old")
+    shutil.copytree(FORMAT1, model_dir)
+    return model_dir
+
+
+def _target(step: int):
+    return jax.tree.map(jax.numpy.asarray, format1_state(step))
+
+
+def _assert_equal_state(restored, step: int) -> None:
+    want = format1_state(step)
+    np.testing.assert_array_equal(np.asarray(restored["params"]["w"]), want["params"]["w"])
+    np.testing.assert_array_equal(np.asarray(restored["params"]["b"]), want["params"]["b"])
+    assert int(restored["step"]) == step
+
+
+def test_a_checkpoint_with_a_first_format_record_restores(old_model_dir):
+    with open(os.path.join(old_model_dir, "checkpoints", "7", integrity.DIGEST_FILE)) as f:
+        assert json.load(f)["format"] == 1  # the fixture is what the previous jaxspec wrote
+    store = CheckpointStore(old_model_dir)
+    assert store.all_steps() == [3, 7] and store.latest_step() == 7
+    _assert_equal_state(store.restore(7, _target(7)), 7)
+    _assert_equal_state(store.restore_path(store.path(3), _target(3)), 3)
+
+
+def _flip(path: str) -> None:
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 3] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["corrupt", "truncate", "delete"])
+def test_first_format_records_still_find_damage_in_every_file(old_model_dir, caplog, how):
+    """Every file an old record lists, damaged in turn: step 7 is named and step 3 used."""
+    step_dir = os.path.join(old_model_dir, "checkpoints", "7")
+    with open(os.path.join(step_dir, integrity.DIGEST_FILE)) as f:
+        listed = sorted(json.load(f)["files"])
+    assert len(listed) >= 8
+    pristine = {rel: open(os.path.join(step_dir, rel), "rb").read() for rel in listed}
+    for rel in listed:
+        path = os.path.join(step_dir, rel)
+        if how == "corrupt":
+            _flip(path)
+        elif how == "truncate":
+            open(path, "wb").write(pristine[rel][: len(pristine[rel]) // 2])
+        else:
+            os.remove(path)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="jaxspec"):
+            assert CheckpointStore(old_model_dir).latest_step() == 3, rel
+        assert any(rel in r.getMessage() and step_dir in r.getMessage() for r in caplog.records), rel
+        open(path, "wb").write(pristine[rel])
+    assert CheckpointStore(old_model_dir).latest_step() == 7
+
+
+def test_a_new_record_holds_the_crc32_of_every_file(tmp_path):
+    store = CheckpointStore(str(tmp_path))
+    store.save(1, {"w": jax.numpy.arange(300.0), "n": jax.numpy.int32(4)})
+    store.wait()
+    step_dir = store.path(1)
+    with open(os.path.join(step_dir, integrity.DIGEST_FILE)) as f:
+        record = json.load(f)
+    assert record["format"] == 2 and record["checksum"] == "crc32" and record["process"] == 0
+    on_disk = {
+        os.path.relpath(os.path.join(root, n), step_dir)
+        for root, _, names in os.walk(step_dir)
+        for n in names
+    } - {integrity.DIGEST_FILE, "_CHECKPOINT_METADATA", "commit_success.txt"}
+    assert set(record["files"]) == on_disk
+    for rel, (size, crc) in record["files"].items():
+        data = open(os.path.join(step_dir, rel), "rb").read()
+        assert size == len(data) and crc == f"{zlib.crc32(data):08x}", rel
+    assert integrity.damage(step_dir) is None
+
+
+def _two_process_dir(root: str) -> str:
+    """A step directory shaped as two processes write it (files named by process)."""
+    files = {
+        "default/_METADATA": b'{"tree": 1}',
+        "default/d/aa": b"root data " * 50,
+        "default/ocdbt.process_0/d/bb": b"process 0 chunk " * 40,
+        "default/ocdbt.process_1/d/cc": b"process 1 chunk " * 40,
+        "default/ocdbt.process_1/manifest.ocdbt": b"manifest of 1",
+        "data_position.process_0.json": b'{"kind": "x"}',
+        "data_position.process_1.json": b'{"kind": "y"}',
+        "_CHECKPOINT_METADATA": json.dumps({"item_handlers": {}}).encode(),
+    }
+    for rel, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        open(os.path.join(root, rel), "wb").write(data)
+    open(os.path.join(root, "commit_success.txt"), "w").write(f"Checkpoint commit was successful to {root}")
+    return root
+
+
+def test_each_process_records_only_its_own_files_and_every_record_is_checked(tmp_path):
+    step_dir = _two_process_dir(str(tmp_path / "5"))
+    integrity.write_digest(step_dir, 1)
+    integrity.write_digest(step_dir, 0)
+    records = {}
+    for p in (0, 1):
+        with open(os.path.join(step_dir, integrity.record_name(p))) as f:
+            records[p] = set(json.load(f)["files"])
+    assert records[1] == {
+        "default/ocdbt.process_1/d/cc",
+        "default/ocdbt.process_1/manifest.ocdbt",
+        "data_position.process_1.json",
+    }
+    assert records[0] == {
+        "default/_METADATA",
+        "default/d/aa",
+        "default/ocdbt.process_0/d/bb",
+        "data_position.process_0.json",
+    }
+    assert integrity.damage(step_dir) is None
+    _flip(os.path.join(step_dir, "default/ocdbt.process_1/d/cc"))
+    assert "default/ocdbt.process_1/d/cc" in integrity.damage(step_dir)
+    os.remove(os.path.join(step_dir, integrity.record_name(1)))  # without it, those files are unchecked
+    assert integrity.damage(step_dir) is None
+
+
+def test_an_explicit_damaged_first_format_checkpoint_is_a_data_loss_error(old_model_dir):
+    step_dir = os.path.join(old_model_dir, "checkpoints", "3")
+    data = [
+        os.path.join(root, n)
+        for root, _, names in os.walk(os.path.join(step_dir, "default", "ocdbt.process_0", "d"))
+        for n in names
+    ]
+    _flip(max(data, key=os.path.getsize))
+    with pytest.raises(DataLossError, match="corrupted"):
+        CheckpointStore(old_model_dir).restore_path(step_dir, _target(3))
