@@ -304,7 +304,7 @@ def _orbax_save_restore(state: Any, directory: str, step: int) -> tuple[float, f
 def _jaxspec_save_restore(state: Any, model_dir: str, step: int) -> tuple[float, float]:
     """jaxspec's CheckpointStore: save + wait (integrity record written), then a fresh
     store's latest_step + restore (the record checked) (s, s)."""
-    from jaxspec.loop.checkpoints import CheckpointStore
+    from jaxspec.store.checkpoints import CheckpointStore
 
     store = CheckpointStore(model_dir)
     t0 = time.perf_counter()

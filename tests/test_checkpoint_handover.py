@@ -10,8 +10,8 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxspec.loop import checkpoints
-from jaxspec.loop.checkpoints import CheckpointStore
+from jaxspec.store import checkpoints
+from jaxspec.store.checkpoints import CheckpointStore
 
 
 def _state():

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from jaxspec.errors import DataLossError
-from jaxspec.loop import checkpoint_integrity as integrity
-from jaxspec.loop.checkpoints import CheckpointStore
+from jaxspec.store import checkpoint_integrity as integrity
+from jaxspec.store.checkpoints import CheckpointStore
 from tools.format1_checkpoints import format1_state
 
 FORMAT1 = os.path.join(os.path.dirname(__file__), "data", "checkpoints_format1")

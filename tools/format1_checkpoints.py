@@ -29,8 +29,8 @@ def format1_state(step: int) -> dict:
 def main() -> None:
     import jax
 
-    from jaxspec.loop import checkpoint_integrity
-    from jaxspec.loop.checkpoints import CheckpointStore
+    from jaxspec.store import checkpoint_integrity
+    from jaxspec.store.checkpoints import CheckpointStore
 
     assert not hasattr(checkpoint_integrity, "record_name"), "run it from a checkout before CRC-32 records"
     store = CheckpointStore(sys.argv[1])

@@ -16,7 +16,6 @@ from tf_bridge.canned import (
     LinearRegressor,
 )
 from tf_bridge.estimator import experimental, export, tpu
-from tf_bridge.run_config import RunConfig
 from tf_bridge.heads import (
     BinaryClassHead,
     Head,
@@ -27,6 +26,7 @@ from tf_bridge.heads import (
     PoissonRegressionHead,
     RegressionHead,
 )
+from tf_bridge.run_config import RunConfig
 from tf_bridge.runner.estimator import Estimator, WarmStartSettings
 from tf_bridge.spec import EstimatorSpec
 from tf_bridge.training import (
