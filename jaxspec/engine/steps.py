@@ -234,10 +234,13 @@ class StepEngine:
 
         b = self._batch
         sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), _STACKED, b, _STACKED))
-        named = lambda *args: TrainLoopOut(*sharded(*args))  # noqa: E731
+
+        def train_loop(*args: Any) -> TrainLoopOut:  # jit's name for the executable: jit_train_loop
+            return TrainLoopOut(*sharded(*args))
+
         if cores_per_replica(self.mesh) == 1 or state_shardings is None:
-            return LoopFn(named)
-        return LoopFn(named, TrainLoopOut(state_shardings, None, None, None, None))
+            return LoopFn(train_loop)
+        return LoopFn(train_loop, TrainLoopOut(state_shardings, None, None, None, None))
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self, record: RecordParts) -> LoopFn:
@@ -317,7 +320,11 @@ class StepEngine:
 
         b = self._batch
         sharded = self._shard(loop, (P(), P(), P(), b), (b, _STACKED))
-        return LoopFn(lambda *args: PredictLoopOut(*sharded(*args)))
+
+        def predict_loop(*args: Any) -> PredictLoopOut:
+            return PredictLoopOut(*sharded(*args))
+
+        return LoopFn(predict_loop)
 
     # -- serving (export) ----------------------------------------------------------------
     def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:
