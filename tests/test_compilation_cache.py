@@ -41,7 +41,7 @@ def _run(tmp_path, env_value):
 
 
 def _loop_entries(cache_dir):
-    return {f for f in os.listdir(cache_dir) if f.startswith("jit_loop")}
+    return {f for f in os.listdir(cache_dir) if f.startswith("jit_train_loop")}
 
 
 def test_second_process_compiles_no_loop(tmp_path):
