@@ -149,15 +149,19 @@ def test_state_lifecycle_inits_scaffolds_keeps_and_restores(tmp_path):
     saved = plan.store.save(7, life.state)
     plan.store.wait()
     life.global_step = 7
-    life.remember(7, saved=saved)
+    assert saved is not None and saved.step == 7 and saved.source is life.state
+    life.remember(7)
     assert plan.compile_cache.live.step == 7
 
     # The next call restores step 7: from memory while the directory on disk is unchanged.
     again = StateLifecycle(plan, engine, batch)
     assert again.restored_step == 7
-    again.create_state(batch, scaffold)
     kept = plan.compile_cache.live.state
+    again.create_state(batch, scaffold)
     assert again.state is kept  # no read from disk, no scaffold
+    assert plan.compile_cache.live is None  # training donates it to its first loop: not kept
+    again.remember(7)  # the call's end keeps its state again
+    assert plan.compile_cache.live.state is kept
 
     # A checkpoint rewritten on disk (a new directory identity) is read back instead.
     path = plan.store.path(7)
@@ -167,5 +171,5 @@ def test_state_lifecycle_inits_scaffolds_keeps_and_restores(tmp_path):
     fresh = StateLifecycle(dataclasses.replace(plan, store=CheckpointStore(str(tmp_path))), engine, batch)
     fresh.create_state(batch, scaffold)
     assert fresh.state is not kept
-    assert plan.compile_cache.live.state is fresh.state  # a restore is remembered in its turn
+    assert plan.compile_cache.live is None  # a restore for training is not kept (donated)
     np.testing.assert_array_equal(np.asarray(fresh.state["w"]), np.full(3, 3.0, np.float32))

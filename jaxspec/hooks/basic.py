@@ -162,6 +162,11 @@ class NanTensorHook(SessionRunHook):
         self._array = None if isinstance(loss_tensor, str) else loss_tensor
         self._fail = fail_on_nan_loss
 
+    @property
+    def fails(self) -> bool:
+        """Whether a NaN raises (``fail_on_nan_loss``) rather than requesting a stop."""
+        return self._fail
+
     def step_tensors(self) -> dict[str, Any]:
         """The loss array when built in model_fn."""
         return {} if self._array is None else {self._name: self._array}

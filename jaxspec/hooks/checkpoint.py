@@ -54,8 +54,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     Attributes:
       final_checkpoint: the SavedCheckpoint of the save ``end()`` made (None when the
-        final step had been saved already): the consistent state a train call keeps in
-        memory for the next call, so it is not made consistent a second time.
+        final step had been saved already).
 
     Raises:
       ValueError: both or neither of save_secs/save_steps.
@@ -92,6 +91,10 @@ class CheckpointSaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(int(session.global_step))
         self._saved_step = int(session.global_step)
 
+    def due_at(self, step: int) -> bool:
+        """Whether a save is due at global step ``step`` (seconds counted up to now)."""
+        return self._timer.should_trigger_for_step(step)
+
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
@@ -99,6 +102,8 @@ class CheckpointSaverHook(SessionRunHook):
     def after_run(self, run_context: Any, run_values: Any) -> None:
         """Save when due."""
         step = int(run_values.results)
+        if run_context.session.state is None:
+            return  # this loop's state went to the loop dispatched ahead: save after the next
         if self._timer.should_trigger_for_step(step):
             self._timer.update_last_triggered_step(step)
             if self._save(run_context.session, step)[1]:

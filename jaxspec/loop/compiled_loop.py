@@ -23,11 +23,16 @@ from jaxspec.loop.call_cache import ModeCache
 from jaxspec.mode_keys import ModeKeys
 
 
-def _jit(loop: LoopFn) -> Any:
-    """``jax.jit`` of an engine's loop (its ``out_shardings`` when it has them)."""
+def _jit(loop: LoopFn, donate_state: bool) -> Any:
+    """``jax.jit`` of an engine's loop (its ``out_shardings`` when it has them). With
+    ``donate_state`` the loop's first argument, the state, is donated: its buffers hold
+    the state the loop returns (the output shardings equal the input's), so a training
+    loop holds one state on the devices, not two, as a hand ``jax.jit(...,
+    donate_argnums=0)`` loop does. The state given is invalid once the loop is dispatched."""
+    donate = (0,) if donate_state else ()
     if loop.out_shardings is None:
-        return jax.jit(loop.fn)
-    return jax.jit(loop.fn, out_shardings=loop.out_shardings)
+        return jax.jit(loop.fn, donate_argnums=donate)
+    return jax.jit(loop.fn, out_shardings=loop.out_shardings, donate_argnums=donate)
 
 
 class CompiledLoop:
@@ -58,7 +63,8 @@ class CompiledLoop:
                     ModeKeys.TRAIN: lambda: engine.train_loop(shardings, cache.record),
                     ModeKeys.EVAL: lambda: engine.eval_loop(cache.record),
                     ModeKeys.PREDICT: lambda: engine.predict_loop(cache.record),
-                }[self.mode]()
+                }[self.mode](),
+                donate_state=self.mode == ModeKeys.TRAIN,  # evaluate and predict keep it
             )
         self._jitted = cache.jitted
 
@@ -119,8 +125,9 @@ class CompiledLoop:
     ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),
-        asynchronously: JAX returns before the devices finish. Returns the engine's
-        TrainLoopOut, EvalLoopOut or PredictLoopOut."""
+        asynchronously: JAX returns before the devices finish. In TRAIN ``state`` is
+        donated: read nothing from it afterwards (the output's state replaces it).
+        Returns the engine's TrainLoopOut, EvalLoopOut or PredictLoopOut."""
         specs = self._input_specs(host_args)
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         if self._device_step is None or self._device_step[0] != global_step:

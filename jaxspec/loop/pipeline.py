@@ -9,7 +9,9 @@ The bookkeeping that keeps this invisible to hooks lives here, once:
 - an error reading loop k+1's input is raised only once loop k is accounted for (its
   hooks, logs and checkpoints have seen it);
 - a stop requested at loop k drops loop k+1's results, so every hook, log and
-  checkpoint sees exactly the steps that count.
+  checkpoint sees exactly the steps that count (in evaluate; training, whose loop ahead
+  took loop k's donated state, dispatches ahead only where nothing can stop it, and on
+  SIGTERM accounts for the loop ahead before it stops: ``finish_ahead``).
 """
 
 from __future__ import annotations
@@ -33,16 +35,25 @@ class InFlight(NamedTuple):
     out: Any
 
 
+#: What a dispatch ahead returns when the loop after ``previous`` must not start before
+#: ``previous`` is accounted for (its state is still needed: see ``donated_state``).
+NOT_AHEAD: Any = object()
+
 # ``dispatch(previous, before_run)``: read the next loop's input and dispatch it after
 # ``previous`` (None for the first loop; the one whose outputs it may start from), calling
-# ``before_run`` (when not None) between reading and dispatching. None: no more input.
-Dispatch = Callable[[InFlight | None, Callable[[], None] | None], InFlight | None]
+# ``before_run`` (when not None) between reading and dispatching. None: no more input;
+# NOT_AHEAD (only when ``before_run`` is None, i.e. ahead): not now, nothing read.
+Dispatch = Callable[[InFlight | None, Callable[[], None] | None], Any]
 # ``account(loop)``: handle a loop's results (hooks' after_run included); True to stop.
 Account = Callable[[InFlight], bool]
 
 
 def run_pipelined(
-    dispatch: Dispatch, account: Account, before_run: Callable[[], None], pipelined: bool
+    dispatch: Dispatch,
+    account: Account,
+    before_run: Callable[[], None],
+    pipelined: bool,
+    finish_ahead: bool = False,
 ) -> None:
     """Run loops until the input ends or ``account`` asks to stop.
 
@@ -50,7 +61,10 @@ def run_pipelined(
       dispatch: reads the next loop's input and dispatches it (see ``Dispatch``).
       account: handles one loop's results, in order; returns True to stop.
       before_run: the hooks' ``before_run`` for the next loop.
-      pipelined: dispatch loop k+1 before accounting for loop k.
+      pipelined: dispatch loop k+1 before accounting for loop k (where ``dispatch``
+        does not answer NOT_AHEAD).
+      finish_ahead: on a stop at loop k, account for the loop dispatched ahead too
+        instead of dropping it (training, whose loop ahead took loop k's state).
 
     Raises:
       Whatever ``dispatch`` or ``account`` raise; an error of the dispatch ahead only
@@ -65,10 +79,13 @@ def run_pipelined(
             except Exception as err:  # input_fn's error: raised once this loop is accounted for
                 deferred = err
         if account(current):
-            return  # a loop dispatched ahead is dropped
+            if finish_ahead and ahead is not None and ahead is not NOT_AHEAD:
+                before_run()
+                account(ahead)
+            return  # otherwise a loop dispatched ahead is dropped
         if deferred is not None:
             raise deferred
-        if not pipelined:
+        if not pipelined or ahead is NOT_AHEAD:
             current = dispatch(current, before_run)
         elif ahead is not None:
             before_run()

@@ -23,7 +23,7 @@ from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.scaffold import Scaffold
-from jaxspec.store.checkpoints import SavedCheckpoint, as_saved
+from jaxspec.store.checkpoints import as_saved
 
 _log = logging.getLogger("jaxspec")
 
@@ -188,6 +188,10 @@ class StateLifecycle:
         call's state, still in memory, is used (``remember``)."""
         if self._reuse_live_state():
             self.state = self._shared.live.state
+            if self.mode == ModeKeys.TRAIN:
+                # Training donates this state to its first loop: the kept copy ends here
+                # (the call remembers its own final state).
+                self._shared.live = None
             return
         if self.checkpoint_path is not None:
             self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
@@ -226,21 +230,18 @@ class StateLifecycle:
         )
         return agree(1 if ok else 0, "min") == 1
 
-    def remember(self, step: int, restored: bool = False, saved: SavedCheckpoint | None = None) -> None:
+    def remember(self, step: int, restored: bool = False) -> None:
         """Keep ``self.state`` as the state of checkpoint ``step`` for the next call (when
-        that checkpoint is in this model_dir); otherwise forget any kept state. A state
-        just ``restored`` from that checkpoint already holds replica 0's copies, and so
-        does ``saved.saved`` when ``saved`` (the call's last save) was of this state."""
+        that checkpoint is in this model_dir); otherwise forget any kept state. On the mesh
+        the kept state holds replica 0's copies (``as_saved``, what a restore gives); a
+        state just ``restored`` from that checkpoint holds them already."""
         identity = checkpoint_identity(self._checkpoint_dir(step))
+        if restored and self.mode == ModeKeys.TRAIN:
+            identity = None  # training donates the restored state to its first loop
         if identity is None or self.state is None or (self.mesh is not None and jax.process_count() > 1):
             self._shared.live = None  # several processes restore (collectively) instead
             return
-        if self.mesh is None or restored:
-            state = self.state
-        elif saved is not None and saved.source is self.state:
-            state = saved.saved  # saved just now: already replica 0's copies
-        else:
-            state = as_saved(self.state)
+        state = self.state if self.mesh is None or restored else as_saved(self.state)
         self._shared.live = LiveState(step, state, self.mesh, identity)
 
     def _as_traced(self, state: Any) -> Any:

@@ -14,9 +14,10 @@ from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import console, data_position
+from jaxspec.loop.donated_state import state_free_after
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
-from jaxspec.loop.pipeline import InFlight, run_pipelined
+from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.spec.fn_types import Hooks, InputFn
@@ -180,7 +181,7 @@ def _run_train(
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     # The next call starts from memory if this is still on disk.
-    call.remember(call.global_step, saved=None if saver is None else saver.final_checkpoint)
+    call.remember(call.global_step)
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
         raise SystemExit(0)
@@ -195,16 +196,24 @@ def _loops(
 ) -> None:
     """Run the training loops, dispatched ahead when ``phase.can_work_ahead()`` (one
     process, loops of a fixed size, no saved input position): see
-    ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed."""
+    ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed,
+    which it takes (donated): only after a loop whose state no hook reads
+    (``donated_state.state_free_after``); hooks then see ``session.state`` None."""
     call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
     loops, start, started_at = 0, call.global_step, time.perf_counter()
 
-    def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
+    ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
+
+    def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> Any:
         if previous is None:
             first, state = call.global_step, call.state
         else:
             first, state = previous.first + previous.steps, previous.out.state
+            if before_run is None and (
+                preemption.triggered or not state_free_after(runner.hooks, first, own=(ProgressHook,))
+            ):
+                return NOT_AHEAD  # the host reads this state first: no loop takes it yet
         n = (
             phase.iterations_per_loop
             if last_step is None
@@ -215,6 +224,8 @@ def _loops(
             return None
         if before_run is not None:
             before_run()
+        elif previous is not None:
+            ahead_took[:] = [previous]
         return InFlight(first, group.steps, loop.dispatch(state, first, *group.args))
 
     def account(current: InFlight) -> bool:
@@ -225,7 +236,9 @@ def _loops(
         losses = losses[:, 0] if losses.shape[1] == 1 else losses.mean(axis=1)
         if np.isnan(losses).any():
             raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
-        call.state, call.global_step = out.state, first + n
+        # A loop dispatched ahead took this state (donated): hooks see None instead.
+        call.state = None if ahead_took and ahead_took[-1] is current else out.state
+        call.global_step = first + n
         phase.host_calls(out.host, n, first)
         progress.losses = losses
         progress.after_loop(first, losses)
@@ -242,4 +255,4 @@ def _loops(
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
-    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
+    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead=True)

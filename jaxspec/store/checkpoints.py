@@ -55,7 +55,7 @@ NUMPY_HANDOVER_MAX_BYTES = 1 << 20
 
 
 def _one_copy(x: Any) -> Any:
-    """What Orbax is handed for one leaf of a consistent (``as_saved``) state, so that a
+    """What Orbax is handed for one leaf whose replicas are consistent, so that a
     save makes at most one host copy of the state and never gathers a sharded leaf.
 
     * A fully replicated leaf of this process of more than ``NUMPY_HANDOVER_MAX_BYTES``:
@@ -92,6 +92,22 @@ def checkpoint_dir(model_dir: str) -> str:
     return os.path.join(os.path.abspath(model_dir), CHECKPOINT_SUBDIR)
 
 
+def _for_orbax(x: Any) -> Any:
+    """One leaf as ``save`` hands it to Orbax: ``_one_copy`` of it, made consistent first
+    (``_replica_zero``) only when it is replicated over some mesh axes and sharded over
+    others (Orbax may write such an index from several replicas, which can differ). A
+    fully replicated leaf goes as replica 0's shard and a sharded one as it is: neither
+    gets a second device copy."""
+    if (
+        isinstance(x, jax.Array)
+        and x.is_fully_addressable
+        and not x.is_fully_replicated
+        and any(s.replica_id > 0 for s in x.addressable_shards)
+    ):
+        x = _replica_zero(x)
+    return _one_copy(x)
+
+
 @dataclasses.dataclass(frozen=True)
 class SavedCheckpoint:
     """What ``CheckpointStore.save`` started writing.
@@ -99,14 +115,12 @@ class SavedCheckpoint:
     Attributes:
       step: the checkpoint's global step.
       source: the state given to ``save`` (the very object, not a copy; for a state with
-        no leaves, the placeholder tree that was written).
-      saved: ``as_saved(source)``: the consistent state the checkpoint holds (every
-        leaf's copies equal to replica 0's); a restore gives the same values.
+        no leaves, the placeholder tree that was written). A train loop donates its state
+        to the next loop, so ``source`` is valid only while it is the current state.
     """
 
     step: int
     source: Any
-    saved: Any
 
 
 class CheckpointStore:
@@ -257,17 +271,19 @@ class CheckpointStore:
         Orbax renames it, then the digest of them all).
 
         Returns:
-          What was saved (a SavedCheckpoint: the consistent copy ``as_saved(state)``), or
-          None when no save started (``step`` is saved already, or Orbax declined). The
-          caller decides whether to keep it: a kept copy is a second copy of the state.
+          What was saved (a SavedCheckpoint naming the step and the state given), or None
+          when no save started (``step`` is saved already, or Orbax declined). Orbax has
+          copied the device arrays to the host when this returns (checked by the tests),
+          so the caller may donate ``state`` to its next loop right away.
         """
         if step in self._manager.all_steps():
             return None
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
-        saved = as_saved(state)
-        record = SavedCheckpoint(step, state, saved)
-        state = jax.tree.map(_one_copy, saved)
+        record = SavedCheckpoint(step, state)
+        # Orbax writes each index of an array from its replica-0 shard, so the handed tree
+        # needs no consistent copy (``as_saved``): no second device copy of the state.
+        state = jax.tree.map(_for_orbax, state)
         with self._lock:
             self._saving.append((step, dict(extras or {})))
         try:
