@@ -140,11 +140,17 @@ def config(model_dir: str, cores: int | None, iterations_per_loop: int = 5, **tp
     )
 
 
+def _copy(state: Any) -> Any:
+    """A copy of ``state`` with the same shardings (the train loop donates the original)."""
+    return jax.tree.map(lambda x: jax.device_put(x, x.sharding, may_alias=False), state)
+
+
 class StateProbe(jaxspec.SessionRunHook):
-    """Keeps the state a hook sees after the session is created and at the end."""
+    """Keeps copies of the state a hook sees after the session is created and at the end
+    (copies: training donates the state to its next loop, as the hooks' docs say)."""
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        self.created = session.state
+        self.created = _copy(session.state)
 
     def end(self, session: Any) -> None:
-        self.final = session.state
+        self.final = _copy(session.state)

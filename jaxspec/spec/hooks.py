@@ -5,6 +5,10 @@ JAX has no ``tf.compat.v1.Session``: where TF passes one, hooks get a host-side 
 and ``session.run(fetches)``), and ``fetches`` name values the compiled step returns
 (``'loss'``, ``'global_step'``, prediction keys) instead of graph tensors. With
 ``iterations_per_loop > 1`` a hook runs once per loop, as TPUEstimator's do.
+
+``session.state`` is valid while the hook runs: the training loop donates it to its next
+loop (JAX's buffer donation, where TF kept variables in place), so a hook that keeps state
+values past ``after_run`` copies them (``np.asarray``, ``jax.device_get``).
 """
 
 from __future__ import annotations
