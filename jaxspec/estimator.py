@@ -201,6 +201,10 @@ class Estimator:
         latest checkpoint is already there, nothing runs). With neither, training runs
         until input_fn's data ends. A checkpoint is saved at the last step.
 
+        Each compiled loop donates the state it replaces (JAX's ``donate_argnums``, where
+        TF updated variables in place), so the devices hold one state: a hook that keeps
+        ``session.state`` values past its call copies them.
+
         Raises:
           ValueError: steps and max_steps both given, or either <= 0.
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
