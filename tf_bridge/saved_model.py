@@ -12,6 +12,7 @@ only then renamed to ``<base>/<unix seconds>``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -165,6 +166,9 @@ def export_all_saved_models(
       state: pytree of arrays; each leaf becomes a variable named by its key path
         (``params/Dense_0/kernel``), holding the leaf's value with JAX's dtype. Only
         float leaves are trainable, and only those under ``params`` when there is one.
+        Typed PRNG key leaves (flax.nnx's ``Rngs``, ``jax.random.key``) become no
+        variable: the graph uses the state's keys as constants (tf.estimator has no
+        such leaves).
       assets_extra: dict of destination path (relative, inside ``assets.extra/``) → source
         file, copied as TF does. Files in the graphs' ``ASSET_FILEPATHS`` collection
         (e.g. vocabularies of lookup tables in a receiver) go to ``assets/``.
@@ -203,6 +207,8 @@ def export_all_saved_models(
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
     _check_assets_extra(assets_extra)
     _compat.check_before_export()
+    state, fns = _graph.without_prng_keys(state, {m: modes[m].fn for m in chosen})
+    modes = {m: dataclasses.replace(modes[m], fn=fns[m]) for m in chosen}
     leaves, treedef = _graph.state_leaves(state)
     platforms = tuple(platforms) if platforms is not None else _graph.default_platforms()
     base = os.fsdecode(export_dir_base)
