@@ -8,13 +8,15 @@ served model draws no random numbers). The SavedModel is written with
 ``build_raw_serving_input_receiver_fn`` and served with plain TensorFlow.
 
 Run: ``python examples/nnx_digits.py [--model_dir DIR] [--steps N]`` (model_dir defaults
-to ``runs/nnx_digits``, which is gitignored).
+to ``runs/nnx_digits``, gitignored, emptied first).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from typing import Any
 
 import jax
@@ -25,8 +27,12 @@ from flax import nnx
 import jaxspec
 from jaxspec.export import PredictOutput
 
+try:  # run as a script (examples/ on sys.path) or imported as examples.<name>
+    from _runs import fresh_run_dir
+except ImportError:
+    from examples._runs import fresh_run_dir
+
 NUM_CLASSES = 10
-DEFAULT_MODEL_DIR = os.path.join("runs", "nnx_digits")
 
 
 class MLP(nnx.Module):
@@ -83,21 +89,20 @@ def input_fn(x: np.ndarray, y: np.ndarray, batch: int, repeat: bool) -> Any:
 
 
 def export(est: jaxspec.Estimator, export_base: str) -> str:
-    """How to export a JAX Estimator: a raw receiver (placeholders fed as they are)."""
-    import tensorflow as tf
+    """How to export a JAX Estimator: a raw receiver (one placeholder per feature, fed
+    as it is), described by an example array of each feature; axis 0 is the batch, of
+    any size in the SavedModel."""
+    import tf_bridge  # imports TensorFlow (without its C++ start-up lines)
 
-    import tf_bridge
-
-    receiver_fn = tf_bridge.build_raw_serving_input_receiver_fn(
-        {"x": tf.TensorSpec([None, 64], tf.float32, name="x")}
-    )
+    receiver_fn = tf_bridge.build_raw_serving_input_receiver_fn({"x": np.zeros((1, 64), np.float32)})
     return est.export_saved_model(export_base, receiver_fn).decode()
 
 
 def serve(export_dir: str, x: np.ndarray) -> np.ndarray:
     """The SavedModel's ``serving_default`` probabilities for ``x``, with TensorFlow alone."""
-    import tensorflow as tf
+    import tf_bridge  # noqa: F401 - before TensorFlow, so that it is imported quietly
 
+    tf = sys.modules["tensorflow"]
     loaded = tf.saved_model.load(export_dir)
     return loaded.signatures["serving_default"](x=tf.constant(x))["probabilities"].numpy()
 
@@ -108,7 +113,7 @@ def main(model_dir: str | None = None, steps: int = 300, n: int | None = None) -
     x, y = load_digits(return_X_y=True)
     x, y = (x[:n] / 16.0).astype(np.float32), y[:n].astype(np.int32)
     split = len(x) * 4 // 5
-    model_dir = model_dir or DEFAULT_MODEL_DIR
+    model_dir = model_dir or fresh_run_dir("nnx_digits")
     est = jaxspec.Estimator(
         model_fn,
         config=jaxspec.RunConfig(model_dir=model_dir, log_step_count_steps=None, save_summary_steps=0),
@@ -126,12 +131,15 @@ def main(model_dir: str | None = None, steps: int = 300, n: int | None = None) -
     served = serve(export_dir, x[split:])
     gap = float(np.abs(served - jax_probs).max())
     print(f"eval {metrics}; SavedModel {export_dir}; |served - predicted| = {gap:.2e}")
-    return {"metrics": metrics, "export_dir": export_dir, "gap": gap}
+    summary = {"metrics": {k: float(v) for k, v in metrics.items()}, "export_dir": export_dir, "gap": gap}
+    print("RESULT " + json.dumps(summary))
+    return summary
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_dir", default=None, help=f"defaults to {DEFAULT_MODEL_DIR}")
+    parser.add_argument("--model_dir", default=None, help="defaults to runs/nnx_digits, emptied first")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--examples", type=int, default=None, help="use only the first N digits")
     args = parser.parse_args()
-    main(args.model_dir, args.steps)
+    main(args.model_dir, args.steps, args.examples)

@@ -4,6 +4,12 @@ and examples/nnx_digits.py runs end to end, small."""
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import optax
 import pytest
@@ -14,6 +20,7 @@ import jaxspec
 from jaxspec._trees import named_leaves
 
 tf = pytest.importorskip("tensorflow")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _saved_variables(export_dir: str) -> dict[str, np.ndarray]:
@@ -22,11 +29,26 @@ def _saved_variables(export_dir: str) -> dict[str, np.ndarray]:
 
 
 def test_nnx_example_trains_exports_and_serves(tmp_path):
-    from examples import nnx_digits
-
-    out = nnx_digits.main(str(tmp_path), steps=20, n=300)
+    """Run as a user runs it (a fresh process, TF_CPP_MIN_LOG_LEVEL unset): it trains,
+    exports and serves; its stderr holds none of TensorFlow's C++ start-up lines."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    run = subprocess.run(
+        [sys.executable, "examples/nnx_digits.py", "--model_dir", str(tmp_path), "--steps", "20"]
+        + ["--examples", "300"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(next(ln for ln in run.stdout.splitlines() if ln.startswith("RESULT "))[7:])
     assert out["gap"] <= 1e-5  # TF serving the SavedModel == jaxspec's predict
     assert out["metrics"]["global_step"] == 20 and out["metrics"]["accuracy"] > 0.5
+    assert "absl::InitializeLog" not in run.stderr
+    assert "is deprecated" not in run.stderr  # TF's notices about tf_bridge's own TF1 calls
+    assert not [ln for ln in run.stderr.splitlines() if ln.startswith("I0000")], run.stderr[-3000:]
     names = set(_saved_variables(out["export_dir"]))
     # The Dropout's typed key holds no variable (its int counter does); the params do.
     assert "model/drop/rngs/key/value" not in names and "model/drop/rngs/count/value" in names

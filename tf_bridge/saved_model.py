@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
 from tf_bridge import _compat, _graph, _modes, _signatures
@@ -216,12 +217,15 @@ def export_all_saved_models(
     tf.io.gfile.makedirs(base)
     temp_dir = os.path.join(base, f"temp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
     try:
-        with _compat.incompatibilities_reported():
-            graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
-        _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
-        _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
-        if verify:
-            _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+        # The TF1 graph APIs a SavedModel of a tf.estimator needs are deprecated in TF 2:
+        # TF's notices about them are about tf_bridge, not the user's code, and stay quiet.
+        with _deprecation.silence():
+            with _compat.incompatibilities_reported():
+                graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
+            _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
+            _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
+            if verify:
+                _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
         final = _move_to_timestamp(base, temp_dir)
     except BaseException:
         if tf.io.gfile.exists(temp_dir):
