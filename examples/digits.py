@@ -16,7 +16,7 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import argparse
-import tempfile
+import importlib
 from typing import Any
 
 import flax.linen as nn
@@ -28,6 +28,11 @@ from flax.training import train_state
 
 import jaxspec
 from jaxspec.export import ClassificationOutput, PredictOutput
+
+try:  # run as a script (examples/ on sys.path) or imported as examples.<name>
+    from _runs import fresh_run_dir
+except ImportError:
+    from examples._runs import fresh_run_dir
 
 NUM_CLASSES = 10
 CLASS_NAMES = [str(i) for i in range(NUM_CLASSES)]
@@ -168,7 +173,9 @@ def serve_and_compare(export_dir: str, x: np.ndarray, predictions: list[dict[str
     Raises:
       AssertionError: classes or class ids differ.
     """
-    import tensorflow as tf
+    import tf_bridge  # noqa: F401 - before TensorFlow (imported quietly)
+
+    tf = importlib.import_module("tensorflow")
 
     serialized = tf.constant(
         [
@@ -198,11 +205,10 @@ def serve_and_compare(export_dir: str, x: np.ndarray, predictions: list[dict[str
 
 def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
     """Run the whole example; return the summary it prints."""
-    import tensorflow as tf
+    import tf_bridge  # before TensorFlow: tf_bridge imports it without its C++ start-up lines
 
-    import tf_bridge
-
-    model_dir = model_dir or tempfile.mkdtemp(prefix="jaxspec_digits_")
+    tf = importlib.import_module("tensorflow")
+    model_dir = model_dir or fresh_run_dir("digits")
     x_train, y_train, x_test, y_test = load_data()
     print(
         f"digits: {len(x_train)} training and {len(x_test)} held-out images, "
@@ -255,7 +261,7 @@ def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_dir", default=None, help="defaults to a new temporary directory")
+    parser.add_argument("--model_dir", default=None, help="defaults to runs/digits, emptied first")
     parser.add_argument("--max_steps", type=int, default=600)
     args = parser.parse_args()
     main(args.model_dir, args.max_steps)

@@ -14,7 +14,6 @@ Run: ``python examples/head_dnn_classifier.py [--model_dir DIR] [--steps N]``.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +24,11 @@ import optax
 from flax.training import train_state
 
 import jaxspec
+
+try:  # run as a script (examples/ on sys.path) or imported as examples.<name>
+    from _runs import fresh_run_dir
+except ImportError:
+    from examples._runs import fresh_run_dir
 
 N_CLASSES = 10
 
@@ -112,7 +116,7 @@ def main(
     model_dir: str | None = None, steps: int = 300, hidden_units: Sequence[int] = (64, 32)
 ) -> dict[str, Any]:
     """Train, evaluate and predict; return the evaluation and the first predictions."""
-    model_dir = model_dir or tempfile.mkdtemp(prefix="head_dnn_")
+    model_dir = model_dir or fresh_run_dir("head_dnn_classifier")
     head = jaxspec.MultiClassHead(n_classes=N_CLASSES)
     estimator = jaxspec.Estimator(
         make_model_fn(head),
@@ -130,7 +134,9 @@ def main(
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_dir", default=None)
+    parser.add_argument(
+        "--model_dir", default=None, help="defaults to runs/head_dnn_classifier, emptied first"
+    )
     parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
     main(args.model_dir, args.steps)

@@ -19,8 +19,8 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import argparse
+import importlib
 import logging
-import tempfile
 from typing import Any
 
 import flax.linen as nn
@@ -32,6 +32,11 @@ from flax.training import train_state
 from jax.sharding import PartitionSpec as P
 
 import jaxspec
+
+try:  # run as a script (examples/ on sys.path) or imported as examples.<name>
+    from _runs import fresh_run_dir
+except ImportError:
+    from examples._runs import fresh_run_dir
 
 WIDTH = 512
 BATCH = 128
@@ -133,7 +138,7 @@ def make_estimator(model_dir: str, cores: int | None) -> jaxspec.TPUEstimator:
 
 
 def main(model_dir: str | None = None, steps: int = 200) -> dict[str, Any]:
-    model_dir = model_dir or tempfile.mkdtemp(prefix="jaxspec_model_parallel_")
+    model_dir = model_dir or fresh_run_dir("model_parallel")
     x_train, x_test, y_train, y_test = load_data()
     train = input_fn_of(x_train, y_train, training=True)
     evaluate = input_fn_of(x_test, y_test, training=False)
@@ -164,9 +169,9 @@ def main(model_dir: str | None = None, steps: int = 200) -> dict[str, Any]:
     predictions = np.stack([p["probabilities"] for p in split.predict(input_fn_of(x, None, training=False))])
     result: dict[str, Any] = {"metrics": metrics, "model_dir": model_dir}
     try:
-        import tensorflow as tf
+        import tf_bridge  # before TensorFlow: tf_bridge imports it without its C++ start-up lines
 
-        import tf_bridge
+        tf = importlib.import_module("tensorflow")
     except ImportError:
         print("TensorFlow is not installed: no export.")
         return result

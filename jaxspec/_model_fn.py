@@ -30,6 +30,9 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
     ``self`` of a bound method is not counted; a ``functools.partial``'s bound
     arguments are not either; ``*args``/``**kwargs`` are ignored.
 
+    A model_fn that takes ``params`` while ``params`` is None gets a warning on the
+    ``jaxspec`` logger (TF 2.15 logs one too) and ``params = {}``.
+
     Returns:
       The argument names model_fn declares.
 
@@ -47,6 +50,8 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
         raise ValueError(
             f"params were given to the Estimator, but model_fn takes no 'params' argument (it takes {names})."
         )
+    if params is None and "params" in names:  # tf.estimator logs the same warning
+        _log.warning("model_fn takes params, but no params were given to the Estimator.")
     unexpected = [n for n in names if n not in MODEL_FN_ARGS and n != "self"]
     if unexpected:
         raise ValueError(

@@ -133,6 +133,7 @@ _TPU_FIELDS = [
     "experimental_host_call_every_n_steps",
     "experimental_allow_per_host_v2_parallel_get_next",
     "experimental_feed_hook",
+    "replica_axis_name",
 ]
 _CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -204,6 +205,7 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
       ValueError: iterations_per_loop is not a positive count or duration;
         num_shards <= 0; num_cores_per_replica not a power of two in [1, 128];
         input_partition_dims or eval_training_input_configuration invalid.
+        replica_axis_name is not a non-empty str other than ``'core'``.
       TypeError: num_shards, initial_infeed_sleep_secs or
         experimental_host_call_every_n_steps is not an int.
     """
@@ -223,7 +225,13 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
         experimental_host_call_every_n_steps: int = 1,
         experimental_allow_per_host_v2_parallel_get_next: bool = False,
         experimental_feed_hook: Any = None,
+        replica_axis_name: str = "replica",
     ) -> TPUConfig:
+        if not isinstance(replica_axis_name, str) or not replica_axis_name or replica_axis_name == "core":
+            raise ValueError(
+                "TPUConfig: replica_axis_name must be a non-empty name other than 'core' "
+                f"(the model-parallel axis), got {replica_axis_name!r}."
+            )
         parse_iterations_per_loop(iterations_per_loop)
         if num_shards is not None:
             check_positive_int(num_shards, "TPUConfig.num_shards")
@@ -272,6 +280,7 @@ class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
             experimental_host_call_every_n_steps,
             experimental_allow_per_host_v2_parallel_get_next,
             experimental_feed_hook,
+            replica_axis_name,
         )
 
     @property

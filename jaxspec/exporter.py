@@ -6,6 +6,8 @@ Each writes SavedModels through ``Estimator.export_saved_model`` (``tf_bridge``)
 
 from __future__ import annotations
 
+import collections
+import glob
 import inspect
 import logging
 import os
@@ -143,20 +145,49 @@ def _loss_smaller(best_eval_result: dict[str, Any], current_eval_result: dict[st
     return current_eval_result["loss"] < best_eval_result["loss"]
 
 
+def eval_results_from_events(pattern: str, skip_step: int | None = None) -> list[dict[str, Any]]:
+    """The evaluation results recorded in the event files matching ``pattern`` (a glob):
+    one dict of scalar summaries (plus ``global_step``) per global step, steps
+    ascending; the step ``skip_step`` is left out. A truncated tail (a killed writer)
+    ends its file."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    from jaxspec.hooks.early_stopping import _records
+
+    by_step: dict[int, dict[str, Any]] = collections.defaultdict(dict)
+    for path in sorted(glob.glob(pattern)):
+        for data in _records(path):
+            event = Event.FromString(data)
+            values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
+            if values and event.step != skip_step:
+                by_step[event.step].update(values)
+    return [{**by_step[step], "global_step": step} for step in sorted(by_step)]
+
+
 class BestExporter(_SavedModelExporter):
     """Exports when an evaluation beats the best so far (``tf.estimator.BestExporter``).
 
-    The best result is kept in memory for the life of the exporter (TF also reads
-    earlier results from ``event_file_pattern``; that argument is accepted and unused).
+    The best so far includes the evaluations of earlier processes: on its first export
+    for a model_dir the exporter reads the results in ``model_dir/event_file_pattern``
+    (the eval event files; the current evaluation's own step left out), so after a
+    restart ``export/<name>`` still holds the best evaluations seen across restarts.
+    TF 2.15 reads those files too but always exports its first evaluation after a
+    restart, whose export can then push the true best out through exports_to_keep;
+    here the first export happens only when it beats them, or when ``export/<name>``
+    holds no export yet.
 
     Args:
       name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep: as
         LatestExporter.
-      event_file_pattern: accepted for compatibility.
-      compare_fn: ``(best_eval_result, current_eval_result) -> bool``; default: lower loss.
+      event_file_pattern: glob of the eval event files, relative to the estimator's
+        model_dir (``'eval/*.tfevents.*'``: the results of ``evaluate`` without a
+        name); None or ``''`` reads none.
+      compare_fn: ``(best_eval_result, current_eval_result) -> bool``; default: lower
+        loss. It is also how the best earlier result is chosen.
 
     Raises:
-      ValueError: compare_fn does not take exactly those two arguments.
+      ValueError: compare_fn does not take exactly those two arguments; (export) the
+        default compare_fn meets a result without ``loss``.
     """
 
     def __init__(
@@ -174,7 +205,20 @@ class BestExporter(_SavedModelExporter):
             raise ValueError("compare_fn must take exactly best_eval_result and current_eval_result.")
         super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep)
         self._compare = compare_fn
+        self._pattern = event_file_pattern
+        self._model_dir: str | None = None
         self._best: dict[str, Any] | None = None
+
+    def _best_earlier(self, model_dir: str, step: Any) -> dict[str, Any] | None:
+        """The best result in the eval event files of ``model_dir``, ``step``'s left out."""
+        best = None
+        pattern = os.path.join(model_dir, self._pattern)
+        for result in eval_results_from_events(pattern, None if step is None else int(step)):
+            if best is None or self._compare(best_eval_result=best, current_eval_result=result):
+                best = result
+        if best is not None:
+            _log.info("Best earlier eval result (global step %s) read from %s.", best["global_step"], pattern)
+        return best
 
     def export(
         self,
@@ -184,9 +228,21 @@ class BestExporter(_SavedModelExporter):
         eval_result: dict[str, Any],
         is_the_final_export: bool,
     ) -> bytes | None:
-        """Write a SavedModel when ``eval_result`` is the best so far."""
-        if self._best is not None and not self._compare(
-            best_eval_result=self._best, current_eval_result=eval_result
+        """Write a SavedModel when ``eval_result`` is the best so far (earlier processes'
+        evaluations included), or when ``export_path`` holds no export yet."""
+        model_dir = getattr(estimator, "model_dir", None)
+        if self._pattern and model_dir and model_dir != self._model_dir:
+            self._model_dir = model_dir
+            earlier = self._best_earlier(model_dir, (eval_result or {}).get("global_step"))
+            if earlier is not None and (
+                self._best is None or self._compare(best_eval_result=self._best, current_eval_result=earlier)
+            ):
+                self._best = earlier
+        has_exports = os.path.isdir(export_path) and any(d.isdigit() for d in os.listdir(export_path))
+        if (
+            has_exports
+            and self._best is not None
+            and not self._compare(best_eval_result=self._best, current_eval_result=eval_result)
         ):
             return None
         self._best = dict(eval_result) if eval_result is not None else None

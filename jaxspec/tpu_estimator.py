@@ -37,7 +37,9 @@ class TPUEstimator(Estimator):
     With ``use_tpu=True`` (the default, as TF) model_fn runs inside ``jax.shard_map``
     over a 1-D ``'replica'`` mesh of every device of every process (TPU, GPU or CPU:
     the name is TF's); features and labels are split on axis 0 and the state is
-    replicated. With ``TPUConfig(num_cores_per_replica=k)`` the mesh is 2-D,
+    replicated. ``TPUConfig(replica_axis_name='batch')`` renames that axis, so a train
+    step written for ``lax.pmean(grads, 'batch')`` runs unchanged (CrossShardOptimizer
+    and the heads reduce over whatever the axis is called). With ``TPUConfig(num_cores_per_replica=k)`` the mesh is 2-D,
     ``('replica', 'core')`` of shape ``(devices // k, k)``: model_fn still runs once per
     replica, and XLA partitions it over the replica's k cores, the state laid out by
     ``partition_rules`` (or flax partitioning metadata); see docs/model-parallelism.md. ``params['batch_size']`` is the per-replica batch in model_fn; in
@@ -173,7 +175,9 @@ class TPUEstimator(Estimator):
         if self._mesh_cache is None:
             maybe_initialize(self._config.cluster)  # several processes: join before the mesh
             tpu_config = self._config.tpu_config
-            self._mesh_cache = make_replica_mesh(tpu_config.num_shards, tpu_config.num_cores_per_replica)
+            self._mesh_cache = make_replica_mesh(
+                tpu_config.num_shards, tpu_config.num_cores_per_replica, tpu_config.replica_axis_name
+            )
         return self._mesh_cache
 
     def _global_batch_size(self, mode: str) -> int | None:

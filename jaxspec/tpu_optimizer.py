@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxspec.mesh_axes import CORE_AXIS, REPLICA_AXIS
+from jaxspec.mesh_axes import CORE_AXIS, traced_replica_axis
 
 MEAN = "mean"
 SUM = "sum"
@@ -31,7 +31,7 @@ def _cores() -> int:
     return dict(jax.sharding.get_abstract_mesh().shape).get(CORE_AXIS, 1)
 
 
-def _reduce_by_dtype(tree: Any, reduce: Any) -> Any:
+def _reduce_by_dtype(tree: Any, reduce: Any, axis: str) -> Any:
     """Reduce every leaf over the replica axis with one collective per dtype: the leaves
     of a dtype are flattened into one vector (one all-reduce instead of one per leaf,
     which matters where each collective has a fixed cost, as CPU gloo), never upcast."""
@@ -42,7 +42,7 @@ def _reduce_by_dtype(tree: Any, reduce: Any) -> Any:
         by_dtype.setdefault(jnp.result_type(leaf), []).append(i)
     for indices in by_dtype.values():
         flat = jnp.concatenate([jnp.ravel(leaves[i]) for i in indices])
-        reduced = reduce(flat, REPLICA_AXIS)
+        reduced = reduce(flat, axis)
         offset = 0
         for i in indices:
             size = leaves[i].size
@@ -62,7 +62,7 @@ def CrossShardOptimizer(
     The JAX form of ``tf.compat.v1.tpu.CrossShardOptimizer``: inside TPUEstimator's
     shard_map the gradients each replica computed from its own batch are reduced with
     ``lax.pmean`` (``reduction='mean'``, TF's default) or ``lax.psum`` (``'sum'``) over
-    the ``'replica'`` axis, then ``opt`` runs on the reduced gradients, so every replica
+    the replica axis (``'replica'``, or TPUConfig's ``replica_axis_name``), then ``opt`` runs on the reduced gradients, so every replica
     applies the same update. With ``num_cores_per_replica`` > 1 the reduction is over
     ``'replica'`` only (the cores of a replica hold one gradient, split by XLA), one
     collective per leaf so no sharded leaf is gathered. Off the mesh (``Estimator``, ``use_tpu=False``) there is no
@@ -93,11 +93,12 @@ def CrossShardOptimizer(
     reduce = jax.lax.pmean if _REDUCTIONS[reduction] == MEAN else jax.lax.psum
 
     def update_fn(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
-        if _axis_bound(REPLICA_AXIS):
+        axis = traced_replica_axis()  # TPUConfig's replica_axis_name, 'replica' by default
+        if _axis_bound(axis):
             if _cores() > 1:  # leaves split over 'core': one collective each, never concatenated
-                updates = jax.tree.map(lambda g: reduce(g, REPLICA_AXIS), updates)
+                updates = jax.tree.map(lambda g: reduce(g, axis), updates)
             else:
-                updates = _reduce_by_dtype(updates, reduce)
+                updates = _reduce_by_dtype(updates, reduce, axis)
         return opt.update(updates, state, params, **extra)
 
     return optax.GradientTransformationExtraArgs(opt.init, update_fn)

@@ -8,7 +8,7 @@ is symbolic, so the SavedModel serves any batch size.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -30,6 +30,55 @@ def leaf_name(path: tuple[Any, ...], root: str = "state") -> str:
     return name if name[0] in _FIRST_CHARS else f"v{name}"
 
 
+def _is_typed_key(leaf: Any) -> bool:
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The state without its typed PRNG key leaves (``jax.random.key``, flax.nnx's
+    ``Rngs``), and each of ``fns`` wrapped to get them back.
+
+    A serving graph has no use for a random stream, and TF cannot hold a typed key in a
+    variable: the keys become constants of the JAX function (the checkpoint's values)
+    instead of variables, and a TRAIN function's ``new_state`` leaves them out, so the
+    key does not advance in a SavedModel's train_op. ``fns`` maps a mode to
+    ``fn(state, step, features, labels) -> dict``; a state without keys comes back as it is.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(state)
+    is_key = [_is_typed_key(leaf) for leaf in leaves]
+    if not any(is_key):
+        return state, dict(fns)
+    keys = {
+        i: (jax.random.key_impl(leaf), np.asarray(jax.random.key_data(leaf)))
+        for i, leaf in enumerate(leaves)
+        if is_key[i]
+    }
+    stripped = treedef.unflatten([None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)])
+
+    def full(tree: Any) -> Any:
+        rest = iter(jax.tree_util.tree_leaves(tree))
+        return treedef.unflatten(
+            [
+                jax.random.wrap_key_data(keys[i][1], impl=keys[i][0]) if k else next(rest)
+                for i, k in enumerate(is_key)
+            ]
+        )
+
+    def strip(tree: Any) -> Any:
+        flat, tdef = jax.tree_util.tree_flatten(tree)
+        return tdef.unflatten([None if _is_typed_key(leaf) else leaf for leaf in flat])
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def no_keys(state: Any, step: Any, features: Any, labels: Any) -> Any:
+            out = fn(full(state), step, features, labels)
+            return {**out, "new_state": strip(out["new_state"])} if "new_state" in out else out
+
+        return no_keys
+
+    return stripped, {mode: wrap(fn) for mode, fn in fns.items()}
+
+
 def state_leaves(state: Any) -> tuple[list[tuple[str, np.ndarray]], Any]:
     """(name, host value) per state leaf in flattening order, and the tree definition.
 
@@ -49,8 +98,8 @@ def state_leaves(state: Any) -> tuple[list[tuple[str, np.ndarray]], Any]:
         dtype = getattr(leaf, "dtype", None)
         if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
             raise TypeError(
-                f"state leaf {where} has dtype {dtype}, which TF cannot hold; store "
-                "jax.random.key_data(key) in the state instead."
+                f"state leaf {where} has dtype {dtype}, which TF cannot hold (typed PRNG keys "
+                "are left out by without_prng_keys; other extended dtypes are not)."
             )
         if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
             raise ValueError(

@@ -61,8 +61,13 @@ def quiet_native_stderr() -> Iterator[None]:
 
 def import_tensorflow() -> None:
     """Import TensorFlow (once) with its start-up INFO lines dropped; a TensorFlow the
-    process already imported is left as it is."""
+    process already imported is left as it is.
+
+    ``TF_CPP_MIN_LOG_LEVEL`` is set to ``'1'`` (no C++ INFO lines after start-up, as
+    when kernels or devices load later) only when the user has not set it; a value the
+    user set is never changed."""
     if "tensorflow" in sys.modules:
         return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     with quiet_native_stderr():
         import tensorflow  # noqa: F401

@@ -12,6 +12,7 @@ only then renamed to ``<base>/<unix seconds>``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
 from tf_bridge import _compat, _graph, _modes, _signatures
@@ -165,6 +167,9 @@ def export_all_saved_models(
       state: pytree of arrays; each leaf becomes a variable named by its key path
         (``params/Dense_0/kernel``), holding the leaf's value with JAX's dtype. Only
         float leaves are trainable, and only those under ``params`` when there is one.
+        Typed PRNG key leaves (flax.nnx's ``Rngs``, ``jax.random.key``) become no
+        variable: the graph uses the state's keys as constants (tf.estimator has no
+        such leaves).
       assets_extra: dict of destination path (relative, inside ``assets.extra/``) → source
         file, copied as TF does. Files in the graphs' ``ASSET_FILEPATHS`` collection
         (e.g. vocabularies of lookup tables in a receiver) go to ``assets/``.
@@ -203,6 +208,8 @@ def export_all_saved_models(
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
     _check_assets_extra(assets_extra)
     _compat.check_before_export()
+    state, fns = _graph.without_prng_keys(state, {m: modes[m].fn for m in chosen})
+    modes = {m: dataclasses.replace(modes[m], fn=fns[m]) for m in chosen}
     leaves, treedef = _graph.state_leaves(state)
     platforms = tuple(platforms) if platforms is not None else _graph.default_platforms()
     base = os.fsdecode(export_dir_base)
@@ -210,12 +217,15 @@ def export_all_saved_models(
     tf.io.gfile.makedirs(base)
     temp_dir = os.path.join(base, f"temp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
     try:
-        with _compat.incompatibilities_reported():
-            graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
-        _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
-        _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
-        if verify:
-            _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+        # The TF1 graph APIs a SavedModel of a tf.estimator needs are deprecated in TF 2:
+        # TF's notices about them are about tf_bridge, not the user's code, and stay quiet.
+        with _deprecation.silence():
+            with _compat.incompatibilities_reported():
+                graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
+            _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
+            _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
+            if verify:
+                _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
         final = _move_to_timestamp(base, temp_dir)
     except BaseException:
         if tf.io.gfile.exists(temp_dir):

@@ -13,10 +13,16 @@ from jax.sharding import PartitionSpec as P
 from jaxspec.mesh_axes import CORE_AXIS, REPLICA_AXIS  # noqa: F401 - the engine's names for them
 
 
-def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int | None = None) -> Mesh:
+def make_replica_mesh(
+    num_shards: int | None = None,
+    num_cores_per_replica: int | None = None,
+    replica_axis_name: str = REPLICA_AXIS,
+) -> Mesh:
     """The mesh of TPUEstimator's replicas.
 
-    With ``num_cores_per_replica`` None or 1: a 1-D mesh named ``'replica'`` over
+    ``replica_axis_name`` (TPUConfig's, ``'replica'`` by default) names the data-parallel
+    axis, always the mesh's first. With ``num_cores_per_replica`` None or 1: a 1-D mesh
+    named ``replica_axis_name`` over
     ``num_shards`` devices (all of them if None). With ``num_cores_per_replica=k > 1``: a
     2-D mesh ``('replica', 'core')`` of shape ``(replicas, k)``, ``replicas`` being
     ``num_shards`` or ``devices // k`` (TF: "the total number of cores equals
@@ -36,7 +42,7 @@ def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int 
         n = num_shards or len(devices)
         if n > len(devices):
             raise ValueError(f"num_shards={n} but only {len(devices)} devices are available.")
-        return Mesh(np.array(devices[:n]), (REPLICA_AXIS,))
+        return Mesh(np.array(devices[:n]), (replica_axis_name,))
     if num_shards is None and len(devices) % k:
         raise ValueError(f"num_cores_per_replica={k} does not divide the number of devices ({len(devices)}).")
     replicas = num_shards or len(devices) // k
@@ -46,12 +52,17 @@ def make_replica_mesh(num_shards: int | None = None, num_cores_per_replica: int 
             f"only {len(devices)} are available."
         )
     grid = np.array(devices[: replicas * k]).reshape(replicas, k)
-    return Mesh(grid, (REPLICA_AXIS, CORE_AXIS))
+    return Mesh(grid, (replica_axis_name, CORE_AXIS))
+
+
+def replica_axis(mesh: Mesh | None) -> str:
+    """The name of the mesh's replica axis (its first; ``'replica'`` off the mesh)."""
+    return REPLICA_AXIS if mesh is None else mesh.axis_names[0]
 
 
 def num_replicas(mesh: Mesh | None) -> int:
-    """Replicas of the mesh (1 off the mesh): the size of its ``'replica'`` axis."""
-    return 1 if mesh is None else mesh.shape[REPLICA_AXIS]
+    """Replicas of the mesh (1 off the mesh): the size of its replica axis."""
+    return 1 if mesh is None else mesh.shape[replica_axis(mesh)]
 
 
 def cores_per_replica(mesh: Mesh | None) -> int:
@@ -79,7 +90,7 @@ def replicated(mesh: Mesh | None) -> Any:
 def stacked_batch_sharding(mesh: Mesh, spec: P | None = None) -> NamedSharding:
     """Sharding of ``[steps, batch, ...]`` inputs: batch split over replicas (and, with
     ``spec`` from input_partition_dims, further dimensions over ``'core'``)."""
-    return NamedSharding(mesh, P(None, REPLICA_AXIS) if spec is None else spec)
+    return NamedSharding(mesh, P(None, replica_axis(mesh)) if spec is None else spec)
 
 
 def canonical_host_array(x: Any) -> np.ndarray:
@@ -90,12 +101,15 @@ def canonical_host_array(x: Any) -> np.ndarray:
     return x.astype(dtype.newbyteorder("=") if not dtype.isnative else dtype, copy=False)
 
 
-def partitioned_input_specs(batch_args: tuple[Any, ...], input_partition_dims: Any) -> Any:
+def partitioned_input_specs(
+    batch_args: tuple[Any, ...], input_partition_dims: Any, replica_axis_name: str = REPLICA_AXIS
+) -> Any:
     """Per leaf of ``batch_args`` (``(features, labels[, mask])``, stacked
     ``[steps, batch, ...]``): its PartitionSpec from TPUConfig's ``input_partition_dims``
     (``[features_dims, labels_dims]``; each None, a list per tensor dimension, or a dict
-    of those by feature name): batch over ``'replica'``, the dimension with more than one
-    part over ``'core'``. Leaves without dims (and the mask) get ``P(None, 'replica')``.
+    of those by feature name): batch over ``replica_axis_name``, the dimension with more
+    than one part over ``'core'``. Leaves without dims (and the mask) get
+    ``P(None, replica_axis_name)``.
 
     Raises:
       ValueError: the dims do not match the input's structure or a tensor's rank, or a
@@ -105,13 +119,13 @@ def partitioned_input_specs(batch_args: tuple[Any, ...], input_partition_dims: A
 
     def spec(x: Any, d: Any, where: str) -> P:
         if d is None:
-            return P(None, REPLICA_AXIS)
+            return P(None, replica_axis_name)
         shape = np.shape(x)[1:]  # [batch, ...] of one step
         if len(d) != len(shape):
             raise ValueError(f"input_partition_dims {list(d)} for {where} of rank {len(shape)} {shape}.")
         if any(n > 1 and size % n for n, size in zip(d, shape, strict=True)):
             raise ValueError(f"input_partition_dims {list(d)} do not divide {where}'s shape {shape}.")
-        return P(None, REPLICA_AXIS, *[CORE_AXIS if n > 1 else None for n in d[1:]])
+        return P(None, replica_axis_name, *[CORE_AXIS if n > 1 else None for n in d[1:]])
 
     def specs_for(tree: Any, d: Any, where: str) -> Any:
         if isinstance(d, dict):
@@ -157,4 +171,4 @@ def put_stacked(tree: Any, mesh: Mesh | None, broadcast: bool = False, specs: An
 
 def replica_index(mesh: Mesh | None) -> Any:
     """This replica's index inside shard_map (0 off the mesh)."""
-    return 0 if mesh is None else jax.lax.axis_index(REPLICA_AXIS)
+    return 0 if mesh is None else jax.lax.axis_index(replica_axis(mesh))

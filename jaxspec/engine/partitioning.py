@@ -5,15 +5,17 @@ A rule is a ``(regex, PartitionSpec)`` pair; the first whose regex ``re.search``
 leaf's key path (``'/'``-joined, as checkpoints name leaves: ``params/dense_0/kernel``,
 ``opt_state/0/mu/dense_0/kernel``) gives its spec. A leaf boxed by flax
 (``nn.with_partitioning`` / ``nn.with_logical_partitioning``) takes the box's axis names
-(logical names go through flax's logical axis rules) before any rule. Everything else is
+(logical names go through flax's logical axis rules) before any rule, and so does a
+flax.nnx Variable's sharding metadata (``nnx.with_partitioning``). Everything else is
 replicated. Replicas always hold whole copies, so a spec may name ``'core'`` only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -55,10 +57,48 @@ def check_rules(rules: Any) -> list[tuple[re.Pattern[str], P]]:
     return out
 
 
+def _nnx_variable_type() -> Any:
+    try:
+        from flax import nnx
+    except ImportError:  # flax without nnx
+        return ()
+    return nnx.Variable
+
+
 def _is_box(x: Any) -> bool:
     from flax.core import meta
 
-    return isinstance(x, meta.AxisMetadata)
+    return isinstance(x, (meta.AxisMetadata, _nnx_variable_type()))
+
+
+def _nnx_spec(variable: Any) -> P | None:
+    """The PartitionSpec of an nnx Variable's ``out_sharding`` (``sharding``) metadata
+    (``nnx.with_partitioning``, ``nnx.Param(..., out_sharding=...)``), or None."""
+    names = variable.get_metadata().get("out_sharding")
+    if names is None:
+        return None
+    if isinstance(names, NamedSharding):
+        names = names.spec
+    if not isinstance(names, P) and any(n not in (None, CORE_AXIS) for n in names):
+        from flax.linen import spmd  # logical names, through flax's logical axis rules
+
+        rules = variable.get_metadata().get("sharding_rules") or spmd.get_logical_axis_rules()
+        return spmd.logical_to_mesh_axes(tuple(names), rules)
+    return names if isinstance(names, P) else P(*names)
+
+
+@contextlib.contextmanager
+def init_context() -> Iterator[None]:
+    """Around init_fn: flax.nnx's eager sharding off, so an nnx Variable with sharding
+    metadata is created without a mesh of its own; jaxspec lays the state out from the
+    metadata (``metadata_specs``) when init_fn is compiled."""
+    try:
+        from flax import nnx
+    except ImportError:
+        yield
+        return
+    with nnx.use_eager_sharding(False):
+        yield
 
 
 def _box_spec(box: Any) -> P | None:
@@ -66,6 +106,8 @@ def _box_spec(box: Any) -> P | None:
     from flax.core import meta
     from flax.linen import spmd
 
+    if isinstance(box, _nnx_variable_type()):
+        return _nnx_spec(box)
     if isinstance(box, spmd.LogicallyPartitioned):
         rules = box.rules if box.rules is not None else spmd.get_logical_axis_rules()
         return spmd.logical_to_mesh_axes(box.names, rules)

@@ -19,7 +19,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxspec._fn_args import call_with_declared
-from jaxspec.engine.mesh import REPLICA_AXIS, cores_per_replica, replica_index
+from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.metrics import mean
@@ -41,8 +41,6 @@ def _metrics_per_step(step_metrics: Callable[[Any], Any], args: Any, steps: int)
     except Exception:  # noqa: BLE001 - retried one step at a time, which raises real errors
         return jax.lax.map(step_metrics, args)
 
-
-_STACKED = P(None, REPLICA_AXIS)
 
 # Called with each trace's SpecParts (hooks, host functions, scaffold, export heads): how
 # spec parts leave a trace. Their arrays are tracers and must not be used.
@@ -171,7 +169,8 @@ class StepEngine:
         self.broadcast = broadcast
         # Inputs split over replicas, or (BROADCAST) whole on each; per-example outputs are
         # then concatenated over replicas, or replica 0's (all replicas saw the same rows).
-        self._batch = P() if broadcast else _STACKED
+        self._stacked = P(None, replica_axis(mesh))  # TPUConfig's replica_axis_name
+        self._batch = P() if broadcast else self._stacked
 
     # -- one model_fn call -------------------------------------------------------------
     def _call(
@@ -212,7 +211,7 @@ class StepEngine:
             mesh=self.mesh,
             in_specs=in_specs,
             out_specs=out_specs,
-            axis_names={REPLICA_AXIS},
+            axis_names={replica_axis(self.mesh)},
             check_vma=False,
         )
 
@@ -233,7 +232,7 @@ class StepEngine:
             return state, step, losses, host, hook_values
 
         b = self._batch
-        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), _STACKED, b, _STACKED))
+        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), self._stacked, b, self._stacked))
 
         def train_loop(*args: Any) -> TrainLoopOut:  # jit's name for the executable: jit_train_loop
             return TrainLoopOut(*sharded(*args))
@@ -275,7 +274,7 @@ class StepEngine:
             return out
 
         b = self._batch
-        sharded = self._shard(replica_loop, (P(), P(), P(), b, b, b), (_STACKED, b, b, _STACKED))
+        sharded = self._shard(replica_loop, (P(), P(), P(), b, b, b), (self._stacked, b, b, self._stacked))
 
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
             losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
@@ -319,7 +318,7 @@ class StepEngine:
             return out
 
         b = self._batch
-        sharded = self._shard(loop, (P(), P(), P(), b), (b, _STACKED))
+        sharded = self._shard(loop, (P(), P(), P(), b), (b, self._stacked))
 
         def predict_loop(*args: Any) -> PredictLoopOut:
             return PredictLoopOut(*sharded(*args))

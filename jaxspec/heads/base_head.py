@@ -17,17 +17,18 @@ import optax
 
 from jaxspec.heads import _checks
 from jaxspec.heads.keys import Reduction
+from jaxspec.mesh_axes import traced_replica_axis
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec import TPUEstimatorSpec
 
-REPLICA_AXIS = "replica"  # the mesh axis TPUEstimator(use_tpu=True) runs model_fn over
+REPLICA_AXIS = "replica"  # the mesh axis TPUEstimator(use_tpu=True) runs model_fn over, by default
 
 
 def num_replicas_in_sync() -> int:
     """Replicas of the ``'replica'`` mesh axis being traced (1 off the mesh): what
     ``tf.distribute``'s ``num_replicas_in_sync`` is to TF's heads."""
     try:
-        return int(jax.lax.axis_size(REPLICA_AXIS))
+        return int(jax.lax.axis_size(traced_replica_axis()))
     except NameError:
         return 1
 
@@ -298,7 +299,7 @@ def _varies(x: Any) -> bool:
     aval = jax.typeof(x)
     manual = getattr(aval, "manual_axis_type", None)
     varying = getattr(manual, "varying", None) if manual is not None else getattr(aval, "vma", None)
-    return REPLICA_AXIS in (varying or ())
+    return traced_replica_axis() in (varying or ())
 
 
 def _sum_over_replicas(grads: Any, loss: jax.Array) -> Any:
@@ -307,7 +308,9 @@ def _sum_over_replicas(grads: Any, loss: jax.Array) -> Any:
     replicated parameter is already that sum (JAX's transpose of the broadcast) and is
     left as it is; otherwise (TPUEstimator's shard_map) the head sums it."""
     tracked = _varies(loss)
-    return jax.tree.map(lambda g: g if tracked and not _varies(g) else jax.lax.psum(g, REPLICA_AXIS), grads)
+    return jax.tree.map(
+        lambda g: g if tracked and not _varies(g) else jax.lax.psum(g, traced_replica_axis()), grads
+    )
 
 
 def _check_optimizer(optimizer: Any, state: Any) -> None:

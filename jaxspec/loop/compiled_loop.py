@@ -14,6 +14,7 @@ from jaxspec.engine.mesh import (
     cores_per_replica,
     partitioned_input_specs,
     put_stacked,
+    replica_axis,
     replicated,
     stacked_batch_sharding,
 )
@@ -74,7 +75,7 @@ class CompiledLoop:
         dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
         if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
             return None
-        return partitioned_input_specs(batch_args, dims)
+        return partitioned_input_specs(batch_args, dims, replica_axis(self.mesh))
 
     def _specs(self, steps: int | None, batch_args: tuple[Any, ...]) -> tuple[Any, ...]:
         """Abstract loop arguments (with the shardings the real ones get) for batches

@@ -16,7 +16,7 @@ import numpy as np
 from jaxspec._fn_args import call_with_declared
 from jaxspec._trees import shape_signature
 from jaxspec.engine.multihost import agree
-from jaxspec.engine.partitioning import put_state, state_shardings
+from jaxspec.engine.partitioning import init_context, put_state, state_shardings
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.call_cache import EstimatorCache, LiveState
 from jaxspec.loop.plan import RunPlan
@@ -105,7 +105,8 @@ class StateLifecycle:
             if init_fn is None:
                 return {}
             args = dict(rng=rng, features=features, labels=labels, params=params, config=config)
-            return call_with_declared(init_fn, args)
+            with init_context():  # nnx: sharding metadata without eager sharding
+                return call_with_declared(init_fn, args)
 
         return init
 
