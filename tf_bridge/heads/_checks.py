@@ -61,6 +61,13 @@ def check_loss_fn(loss_fn: Any) -> None:
 
 
 def check_vocabulary(label_vocabulary: Any) -> None:
+    """Check a head's ``label_vocabulary`` argument: None, or a list or tuple (of str).
+
+    Raises:
+      ValueError: any other type (a set, a dict, a str, a tensor), naming the type, as
+        tf.estimator 2.15's heads raise it in their constructors. The items and their
+        number are checked by each head, which knows ``n_classes``.
+    """
     if label_vocabulary is not None and not isinstance(label_vocabulary, (list, tuple)):
         raise ValueError(
             f"label_vocabulary has to be a list or tuple of str; got {type(label_vocabulary).__name__}."
@@ -68,6 +75,14 @@ def check_vocabulary(label_vocabulary: Any) -> None:
 
 
 def check_thresholds(thresholds: Any) -> tuple[float, ...]:
+    """A head's ``thresholds`` argument (an iterable of floats, or None) as a tuple; ``()``
+    for None or empty. Each threshold yields tf.estimator's ``accuracy/positive_threshold_T``,
+    ``precision/...`` and ``recall/...`` eval metrics.
+
+    Raises:
+      ValueError: a threshold not strictly between 0 and 1, listing the thresholds given,
+        as tf.estimator 2.15's BinaryClassHead and MultiLabelHead raise it.
+    """
     thresholds = tuple(thresholds) if thresholds else ()
     bad = [t for t in thresholds if not 0.0 < t < 1.0]
     if bad:
