@@ -17,12 +17,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.heads.keys import Reduction
+
 # tf.estimator's loss reductions are Keras's (tf.keras.losses.Reduction in TF <= 2.15,
 # tf_keras.losses.Reduction today); NONE is not allowed for a head.
-REDUCTION_AUTO = "auto"
-REDUCTION_NONE = "none"
-REDUCTION_SUM = "sum"
-REDUCTION_SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+REDUCTION_AUTO = Reduction.AUTO
+REDUCTION_NONE = Reduction.NONE
+REDUCTION_SUM = Reduction.SUM
+REDUCTION_SUM_OVER_BATCH_SIZE = Reduction.SUM_OVER_BATCH_SIZE
 _REDUCTIONS = (REDUCTION_AUTO, REDUCTION_SUM, REDUCTION_SUM_OVER_BATCH_SIZE)
 _LOSS_FN_ARGS = ("labels", "logits", "features", "loss_reduction")
 
