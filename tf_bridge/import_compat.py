@@ -70,6 +70,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.canned.linear": ("tf_bridge.canned.linear",),
     f"{_TFE}.canned.dnn_linear_combined": ("tf_bridge.canned.dnn_linear_combined",),
     f"{_TFE}.canned.optimizers": ("tf_bridge.canned.optimizers",),
+    f"{_TFE}.canned.parsing_utils": ("tf_bridge.canned.parsing_utils",),
     f"{_TFE}.canned.metric_keys": ("tf_bridge.heads.keys",),
     f"{_TFE}.canned.prediction_keys": ("tf_bridge.heads.keys",),
 }

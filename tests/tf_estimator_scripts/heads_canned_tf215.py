@@ -79,6 +79,33 @@ def signatures(path, x):
     return out
 
 
+def parse_specs():
+    columns = [
+        tf.feature_column.numeric_column("x", shape=(3,)),
+        tf.feature_column.categorical_column_with_vocabulary_list("kind", ["a", "b"]),
+    ]
+    specs = {
+        "classifier": tf.estimator.classifier_parse_example_spec(columns, "label", weight_column="w"),
+        "regressor": tf.estimator.regressor_parse_example_spec(
+            columns,
+            "y",
+            label_dimension=2,
+            weight_column=tf.feature_column.numeric_column("w", dtype=tf.float64),
+        ),
+    }
+    out = {name: {k: repr(v) for k, v in sorted(spec.items())} for name, spec in specs.items()}
+    for bad in (
+        {"label_key": "x"},
+        {"label_key": "label", "weight_column": "x"},
+        {"label_key": "l", "weight_column": 3},
+    ):
+        try:
+            tf.estimator.classifier_parse_example_spec(columns, **bad)
+        except ValueError:
+            out.setdefault("errors", []).append("ValueError")
+    return out
+
+
 def main(work_dir):
     x, _ = data()
     config = run_config.RunConfig(tf_random_seed=3)
@@ -103,6 +130,8 @@ def main(work_dir):
         "dnn_metrics": floats(deep.evaluate(input_fn("ids"))),
         "keys": [metric_keys.MetricKeys.ACCURACY, metric_keys.MetricKeys.AUC, base_head.DEFAULT_SERVING_KEY],
         "binary_head": binary_class_head.BinaryClassHead().logits_dimension,
+        "parse_specs": parse_specs(),
+        "vocab_info": tf.estimator.VocabInfo is tf.compat.v1.train.VocabInfo,
     }
     print("RESULT " + json.dumps(result))
 
