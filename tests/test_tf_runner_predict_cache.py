@@ -83,3 +83,20 @@ def test_prediction_hooks_keep_the_per_call_path(tmp_path: Any) -> None:
         np.testing.assert_allclose([p["y"] for p in est.predict(_predict_input_fn)], _by_hand(est), rtol=1e-6)
     # the first call builds once on placeholders, sees the hook, then runs per call
     assert calls.count(tf_bridge.ModeKeys.PREDICT) == 3
+
+
+def test_a_one_element_dataset_is_read_whole_with_or_without_labels(tmp_path: Any) -> None:
+    calls: list[str] = []
+    est = tf_bridge.Estimator(_model_fn(calls), str(tmp_path))
+    est.train(_train_input_fn)
+    inputs = {
+        "features": lambda: tf.data.Dataset.from_tensors({"x": X}),
+        "features and labels": lambda: tf.data.Dataset.from_tensors(({"x": X}, Y)),
+        "a filtered one (cardinality unknown)": lambda: tf.data.Dataset.from_tensors({"x": X}).filter(
+            lambda f: True
+        ),
+    }
+    for what, input_fn in inputs.items():
+        assert what and len(list(est.predict(input_fn))) == len(X)
+        np.testing.assert_allclose([p["y"] for p in est.predict(input_fn)], _by_hand(est), rtol=1e-6)
+    assert calls.count(tf_bridge.ModeKeys.PREDICT) == 1  # one graph for all three

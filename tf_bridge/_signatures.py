@@ -137,10 +137,26 @@ def head_tensors(
         else:
             if not out:
                 raise ValueError(f"serving_fn returned no outputs for predict head {key!r}.")
-            tensors = out
+            tensors = _named_classes(head, out)
         with tf.name_scope(_scope_name(key)):
             result[key] = {name: tf.identity(t, name=_scope_name(name)) for name, t in tensors.items()}
     return result
+
+
+def _named_classes(head: PredictOutput, out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """A predict head's outputs with its class-id outputs as their class names (string
+    tensors of the same shape), as TF 2.15's heads export ``classes``/``all_classes``; the
+    head names them in ``class_names`` (``jaxspec.heads``' predict outputs), others have none."""
+    tensors = dict(out)
+    for name, vocab in getattr(head, "class_names", {}).items():
+        ids = tensors.get(name)
+        if ids is None or ids.dtype == tf.string:
+            continue
+        if not ids.dtype.is_integer:
+            raise ValueError(f"predict output {name!r} has to hold integer class ids; got {ids.dtype.name}.")
+        table = tf.constant(np.asarray(vocab).astype(object), dtype=tf.string)
+        tensors[name] = tf.gather(table, ids)
+    return tensors
 
 
 def _scope_name(name: str) -> str:

@@ -37,7 +37,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.api._v2": (),
     f"{_TFE}.api._v1.estimator": "tf_bridge.estimator",
     f"{_TFE}.api._v2.estimator": "tf_bridge.estimator",
-    f"{_TFE}.estimator": ("tf_bridge.runner.estimator",),
+    f"{_TFE}.estimator": ("tf_bridge.runner.estimator", "tf_bridge._tfe_names"),
     f"{_TFE}.estimator_lib": ("tf_bridge.estimator",),
     f"{_TFE}.model_fn": ("tf_bridge.spec",),
     f"{_TFE}.mode_keys": ("tf_bridge.spec",),
@@ -48,7 +48,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.export": ("tf_bridge.estimator.export",),
     f"{_TFE}.export.export": ("tf_bridge.receivers",),
     f"{_TFE}.export.export_lib": ("tf_bridge.estimator.export", "tf_bridge.receivers"),
-    f"{_TFE}.export.export_output": ("tf_bridge.spec",),
+    f"{_TFE}.export.export_output": ("tf_bridge.spec", "tf_bridge._tfe_names"),
     f"{_TFE}.hooks": (),
     f"{_TFE}.hooks.hooks": ("tf_bridge.hooks",),
     f"{_TFE}.hooks.session_run_hook": ("tf_bridge.estimator",),
@@ -56,9 +56,23 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.tpu": ("tf_bridge.estimator.tpu",),
     f"{_TFE}.tpu.tpu_estimator": ("tf_bridge.estimator.tpu",),
     f"{_TFE}.tpu.tpu_config": ("tf_bridge.run_config",),
-    # resolved once those packages exist (the path is not found before):
-    f"{_TFE}.head": "tf_bridge.heads",
-    f"{_TFE}.canned": "tf_bridge.canned",
+    # the heads (TF 2.15's head package; TF's v1 heads, canned/head.py, are not mapped)
+    f"{_TFE}.head": ("tf_bridge.heads",),
+    f"{_TFE}.head.base_head": ("tf_bridge.heads.base", "tf_bridge.heads.keys"),
+    f"{_TFE}.head.binary_class_head": ("tf_bridge.heads.binary_class",),
+    f"{_TFE}.head.multi_class_head": ("tf_bridge.heads.multi_class",),
+    f"{_TFE}.head.multi_head": ("tf_bridge.heads.multi_head",),
+    f"{_TFE}.head.multi_label_head": ("tf_bridge.heads.multi_label",),
+    f"{_TFE}.head.regression_head": ("tf_bridge.heads.regression",),
+    # the canned estimators: their ``...V2`` names and the plain ones are the v2 classes
+    f"{_TFE}.canned": ("tf_bridge.canned",),
+    f"{_TFE}.canned.dnn": ("tf_bridge.canned.dnn",),
+    f"{_TFE}.canned.linear": ("tf_bridge.canned.linear",),
+    f"{_TFE}.canned.dnn_linear_combined": ("tf_bridge.canned.dnn_linear_combined",),
+    f"{_TFE}.canned.optimizers": ("tf_bridge.canned.optimizers",),
+    f"{_TFE}.canned.parsing_utils": ("tf_bridge.canned.parsing_utils",),
+    f"{_TFE}.canned.metric_keys": ("tf_bridge.heads.keys",),
+    f"{_TFE}.canned.prediction_keys": ("tf_bridge.heads.keys",),
 }
 
 _NPU = "npu_bridge.estimator.npu"

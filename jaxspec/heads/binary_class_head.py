@@ -12,8 +12,9 @@ import numpy as np
 import optax
 
 from jaxspec import metrics as jmetrics
-from jaxspec.export import ClassificationOutput, PredictOutput, RegressionOutput
+from jaxspec.export import ClassificationOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
+from jaxspec.heads._export import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.keys import (
     CLASSIFY_SERVING_KEY,
@@ -192,7 +193,10 @@ class BinaryClassHead(Head):
             DEFAULT_SERVING_KEY: classifier,
             CLASSIFY_SERVING_KEY: classifier,
             REGRESS_SERVING_KEY: RegressionOutput(value=predictions[PredictionKeys.LOGISTIC]),
-            PREDICT_SERVING_KEY: PredictOutput(predictions),
+            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
+                predictions,
+                {PredictionKeys.CLASSES: self.class_names(), PredictionKeys.ALL_CLASSES: self.class_names()},
+            ),
         }
 
     # -- metrics -----------------------------------------------------------------------

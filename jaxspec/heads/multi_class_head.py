@@ -12,8 +12,9 @@ import numpy as np
 import optax
 
 from jaxspec import metrics as jmetrics
-from jaxspec.export import ClassificationOutput, PredictOutput
+from jaxspec.export import ClassificationOutput
 from jaxspec.heads import _checks, _metrics
+from jaxspec.heads._export import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
 from jaxspec.heads.keys import (
@@ -173,7 +174,10 @@ class MultiClassHead(Head):
         return {
             DEFAULT_SERVING_KEY: classifier,
             CLASSIFY_SERVING_KEY: classifier,
-            PREDICT_SERVING_KEY: PredictOutput(predictions),
+            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
+                predictions,
+                {PredictionKeys.CLASSES: self.class_names(), PredictionKeys.ALL_CLASSES: self.class_names()},
+            ),
         }
 
     def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from jaxspec.export import PredictOutput
 from jaxspec.heads import _checks, _metrics
+from jaxspec.heads._export import ClassNamesPredictOutput, prefixed_class_names
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.metrics import current_padding_mask, drop_padding
@@ -188,6 +189,7 @@ class MultiHead(Head):
         logits_dict = self._check_logits_and_labels(logits)
         export_outputs: dict[str, Any] = {}
         merged: dict[str, Any] = {}
+        names: dict[str, Any] = {}
         for i, head in enumerate(self._heads):
             head_outputs = head._export_outputs(head.predictions(logits_dict[head.name]))
             if i == 0:
@@ -196,7 +198,8 @@ class MultiHead(Head):
                 export_outputs[head.name if k == DEFAULT_SERVING_KEY else f"{head.name}/{k}"] = v
                 if k == PREDICT_SERVING_KEY and isinstance(v, PredictOutput):
                     merged.update({f"{head.name}/{kp}": vp for kp, vp in v.outputs.items()})
-        export_outputs[PREDICT_SERVING_KEY] = PredictOutput(merged)
+                    names.update(prefixed_class_names(v, head.name))
+        export_outputs[PREDICT_SERVING_KEY] = ClassNamesPredictOutput(merged, names)
         return TPUEstimatorSpec(
             mode=mode, predictions=self.predictions(logits), export_outputs=export_outputs
         )

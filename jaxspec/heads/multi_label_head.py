@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxspec.export import ClassificationOutput, PredictOutput
+from jaxspec.export import ClassificationOutput
 from jaxspec.heads import _checks, _metrics
+from jaxspec.heads._export import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
 from jaxspec.heads.keys import (
@@ -207,7 +208,9 @@ class MultiLabelHead(Head):
         return {
             DEFAULT_SERVING_KEY: classifier,
             CLASSIFY_SERVING_KEY: classifier,
-            PREDICT_SERVING_KEY: PredictOutput(predictions),
+            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
+                predictions, {PredictionKeys.CLASSES: self.class_names()}
+            ),
         }
 
     def _class_key(self, template_id: str, template_name: str, class_id: int) -> str:

@@ -209,3 +209,9 @@ class DNNRegressor(_DNNBase):
             config,
             warm_start_from,
         )
+
+
+# tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
+# these are the v2 classes under both (see tf_bridge.import_compat).
+DNNClassifierV2 = DNNClassifier
+DNNRegressorV2 = DNNRegressor

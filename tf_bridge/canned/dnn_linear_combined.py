@@ -238,3 +238,9 @@ class DNNLinearCombinedRegressor(_CombinedBase):
             batch_norm=batch_norm,
             linear_sparse_combiner=linear_sparse_combiner,
         )
+
+
+# tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
+# these are the v2 classes under both (see tf_bridge.import_compat).
+DNNLinearCombinedClassifierV2 = DNNLinearCombinedClassifier
+DNNLinearCombinedRegressorV2 = DNNLinearCombinedRegressor

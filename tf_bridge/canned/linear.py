@@ -167,3 +167,9 @@ class LinearRegressor(_LinearBase):
         self._init_linear(
             head, feature_columns, optimizer, sparse_combiner, model_dir, config, warm_start_from
         )
+
+
+# tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
+# these are the v2 classes under both (see tf_bridge.import_compat).
+LinearClassifierV2 = LinearClassifier
+LinearRegressorV2 = LinearRegressor

@@ -15,6 +15,7 @@ from tf_bridge.canned import (
     LinearClassifier,
     LinearRegressor,
 )
+from tf_bridge.canned.parsing_utils import classifier_parse_example_spec, regressor_parse_example_spec
 from tf_bridge.estimator import experimental, export, tpu
 from tf_bridge.heads import (
     BinaryClassHead,
@@ -57,6 +58,7 @@ SessionRunValues = _train.SessionRunValues
 StepCounterHook = _train.StepCounterHook
 StopAtStepHook = _train.StopAtStepHook
 SummarySaverHook = _train.SummarySaverHook
+VocabInfo = _train.VocabInfo
 
 __all__ = [
     "BestExporter",
@@ -105,4 +107,7 @@ __all__ = [
     "export",
     "tpu",
     "train_and_evaluate",
+    "VocabInfo",
+    "classifier_parse_example_spec",
+    "regressor_parse_example_spec",
 ]

@@ -1,5 +1,7 @@
 """``tf.estimator.export``: serving input receivers and export outputs."""
 
+from tensorflow.python.saved_model.model_utils.export_output import EvalOutput
+
 from tf_bridge.receivers import (
     ServingInputReceiver,
     TensorServingInputReceiver,
@@ -10,6 +12,7 @@ from tf_bridge.spec import ClassificationOutput, ExportOutput, PredictOutput, Re
 
 __all__ = [
     "ClassificationOutput",
+    "EvalOutput",
     "ExportOutput",
     "PredictOutput",
     "RegressionOutput",

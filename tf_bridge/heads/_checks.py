@@ -17,12 +17,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.heads.keys import Reduction
+
 # tf.estimator's loss reductions are Keras's (tf.keras.losses.Reduction in TF <= 2.15,
 # tf_keras.losses.Reduction today); NONE is not allowed for a head.
-REDUCTION_AUTO = "auto"
-REDUCTION_NONE = "none"
-REDUCTION_SUM = "sum"
-REDUCTION_SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+REDUCTION_AUTO = Reduction.AUTO
+REDUCTION_NONE = Reduction.NONE
+REDUCTION_SUM = Reduction.SUM
+REDUCTION_SUM_OVER_BATCH_SIZE = Reduction.SUM_OVER_BATCH_SIZE
 _REDUCTIONS = (REDUCTION_AUTO, REDUCTION_SUM, REDUCTION_SUM_OVER_BATCH_SIZE)
 _LOSS_FN_ARGS = ("labels", "logits", "features", "loss_reduction")
 
@@ -61,6 +63,13 @@ def check_loss_fn(loss_fn: Any) -> None:
 
 
 def check_vocabulary(label_vocabulary: Any) -> None:
+    """Check a head's ``label_vocabulary`` argument: None, or a list or tuple (of str).
+
+    Raises:
+      ValueError: any other type (a set, a dict, a str, a tensor), naming the type, as
+        tf.estimator 2.15's heads raise it in their constructors. The items and their
+        number are checked by each head, which knows ``n_classes``.
+    """
     if label_vocabulary is not None and not isinstance(label_vocabulary, (list, tuple)):
         raise ValueError(
             f"label_vocabulary has to be a list or tuple of str; got {type(label_vocabulary).__name__}."
@@ -68,6 +77,14 @@ def check_vocabulary(label_vocabulary: Any) -> None:
 
 
 def check_thresholds(thresholds: Any) -> tuple[float, ...]:
+    """A head's ``thresholds`` argument (an iterable of floats, or None) as a tuple; ``()``
+    for None or empty. Each threshold yields tf.estimator's ``accuracy/positive_threshold_T``,
+    ``precision/...`` and ``recall/...`` eval metrics.
+
+    Raises:
+      ValueError: a threshold not strictly between 0 and 1, listing the thresholds given,
+        as tf.estimator 2.15's BinaryClassHead and MultiLabelHead raise it.
+    """
     thresholds = tuple(thresholds) if thresholds else ()
     bad = [t for t in thresholds if not 0.0 < t < 1.0]
     if bad:

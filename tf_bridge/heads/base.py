@@ -164,10 +164,20 @@ class Head(abc.ABC):
 
 
 def regularization_total(regularization_losses: Sequence[Any] | None) -> tf.Tensor | None:
+    """The sum of ``regularization_losses`` (scalar float tensors), or None when it is None.
+
+    Raises:
+      ValueError: (from ``tf.math.add_n``) an empty list, or tensors whose dtypes or shapes
+        differ; TF 2.15's heads summed them the same way and raised the same.
+    """
     return tf.math.add_n(list(regularization_losses)) if regularization_losses is not None else None
 
 
 def add_regularization(loss: tf.Tensor, regularization_losses: Sequence[Any] | None) -> tf.Tensor:
+    """``loss`` (a scalar float tensor, already reduced) plus the sum of
+    ``regularization_losses``: the training loss tf.estimator's heads minimise and report
+    as ``loss``. ``loss`` itself when ``regularization_losses`` is None.
+    """
     total = regularization_total(regularization_losses)
     return loss if total is None else loss + total
 
@@ -284,6 +294,11 @@ def all_classes(
 def classification_output(
     scores: tf.Tensor, n_classes: int, label_vocabulary: Any = None
 ) -> ClassificationOutput:
+    """The ``ClassificationOutput`` of a classification head, as tf.estimator 2.15's:
+    ``scores`` (float ``[batch, n_classes]``, the probabilities) and ``classes``, a string
+    tensor ``[batch, n_classes]`` repeating the class names in every row (the
+    ``label_vocabulary``, or ``'0'``, ``'1'``, ... without one).
+    """
     return ClassificationOutput(scores=scores, classes=all_classes(scores, n_classes, label_vocabulary))
 
 
@@ -312,6 +327,12 @@ def class_name_lookup(label_vocabulary: Sequence[str], class_ids: tf.Tensor) -> 
 
 
 def check_prediction_keys(keys: Sequence[str], valid: Sequence[str]) -> None:
+    """Check the ``keys`` a caller of ``Head.predictions`` asked for.
+
+    Raises:
+      ValueError: a key is not among ``valid`` (the head's prediction keys); the message
+        names the key and the valid ones, as tf.estimator's heads raise ValueError.
+    """
     for key in keys:
         if key not in valid:
             raise ValueError(f"unknown prediction key {key!r}; this head gives {list(valid)}.")

@@ -73,9 +73,19 @@ def _read_options() -> Any:
     return options
 
 
+def _elements(dataset: Any) -> Iterator[Any]:
+    """The dataset's elements, eagerly. A dataset known to hold one element (the usual
+    1-batch predict input) is read without an iterator: ``get_single_element`` costs a
+    tenth of creating one (docs/decisions.md, "tf_bridge predict keeps its session")."""
+    if int(dataset.cardinality()) == 1:
+        yield dataset.get_single_element()
+        return
+    yield from dataset.with_options(_read_options())
+
+
 def dataset_features(dataset: Any) -> Iterator[Any]:
     """The dataset's features batch by batch, as numpy (labels dropped), read eagerly."""
-    for element in dataset.with_options(_read_options()):
+    for element in _elements(dataset):
         features, _ = split_features_labels(element) if isinstance(element, tuple) else (element, None)
         yield tf.nest.map_structure(lambda value: value.numpy(), features)
 
