@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
 
 _log = logging.getLogger("jaxspec")
@@ -91,6 +91,12 @@ class CheckpointSaverHook(SessionRunHook):
         state needs no new checkpoint here: it is either on disk or recreated)."""
         self._timer.update_last_triggered_step(int(session.global_step))
         self._saved_step = int(session.global_step)
+
+    def next_required_step(self, global_step: int) -> int:
+        """The next saving step; NEVER with save_secs (time is checked at the end of
+        every loop, so a save comes at most one loop after its time)."""
+        step = self._timer.next_trigger_step(global_step)
+        return NEVER if step is None else step
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
