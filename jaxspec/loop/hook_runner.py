@@ -15,6 +15,7 @@ from jaxspec.spec.hooks import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    declared_step,
     required_step,
 )
 
@@ -128,6 +129,11 @@ class HookRunner:
         """The first global step after ``global_step`` at which some hook must run
         (``global_step + 1`` when one runs every step; NEVER when none needs a step)."""
         return min((required_step(h, global_step) for h in self.hooks), default=NEVER)
+
+    def some_hook_runs_every_step(self, global_step: int) -> bool:
+        """Whether a hook asks for every step (a user's hook without
+        ``next_required_step``, say): grouping would then only make loops of one step."""
+        return any(declared_step(h, global_step) is None for h in self.hooks)
 
     def before_run(self, iterations: int = 1) -> None:
         """Ask each hook what it wants from the coming step (or loop); ``iterations``:

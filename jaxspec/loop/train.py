@@ -208,7 +208,7 @@ def _loops(
     """Run the training loops, dispatched ahead when ``phase.can_work_ahead()`` (one
     process, loops of a fixed size, no saved input position): see
     ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed."""
-    if _groups_steps(phase):
+    if _groups_steps(phase) and not runner.some_hook_runs_every_step(phase.state.global_step):
         _grouped_loops(phase, runner, progress, last_step, preemption)
         return
     call, loop = phase.state, phase.loop

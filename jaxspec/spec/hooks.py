@@ -150,17 +150,22 @@ class SessionRunContext:
         self._stop_requested = True
 
 
-def required_step(hook: SessionRunHook, global_step: int) -> int:
-    """The next global step after which ``hook`` must run (``global_step + 1`` for
-    "every step"). A hook whose class overrides ``before_run`` or ``after_run`` below
-    the class that defines ``next_required_step`` runs every step: a subclass of a
-    jaxspec hook that changes what it does per step keeps tf.estimator's meaning."""
+def declared_step(hook: SessionRunHook, global_step: int) -> int | None:
+    """``hook.next_required_step(global_step)``, or None (every step) for a hook whose
+    class overrides ``before_run`` or ``after_run`` below the class that defines
+    ``next_required_step``: a subclass of a jaxspec hook that changes what it does per
+    step keeps tf.estimator's meaning."""
     for cls in type(hook).__mro__:
-        if cls is SessionRunHook:
-            break
-        if "next_required_step" in vars(cls):
+        if cls is SessionRunHook or "next_required_step" in vars(cls):
             break
         if "before_run" in vars(cls) or "after_run" in vars(cls):
-            return global_step + 1
+            return None
     step = hook.next_required_step(global_step)
-    return global_step + 1 if step is None else max(int(step), global_step + 1)
+    return None if step is None else int(step)
+
+
+def required_step(hook: SessionRunHook, global_step: int) -> int:
+    """The next global step after which ``hook`` must run: ``declared_step``, with
+    ``global_step + 1`` for "every step"."""
+    step = declared_step(hook, global_step)
+    return global_step + 1 if step is None else max(step, global_step + 1)
