@@ -270,3 +270,32 @@ def test_steps_per_execution_is_validated_and_replaceable(tmp_path):
     for bad in (0, -3, 2.5, "fast"):
         with pytest.raises(ValueError):
             jaxspec.RunConfig(steps_per_execution=bad)
+
+
+@pytest.mark.parametrize("steps", [None, 11])
+def test_grouped_evaluate_equals_one_batch_per_run(tmp_path, monkeypatch, steps, caplog):
+    x, y = _data(23 * BATCH + 5)  # a short last batch when steps is None
+    results, lines, dispatched = {}, {}, []
+    real = CompiledLoop.dispatch
+
+    def counting(self, state, global_step, *args):
+        dispatched.append(int(np.shape(jax.tree.leaves(args)[0])[0]))
+        return real(self, state, global_step, *args)
+
+    monkeypatch.setattr(CompiledLoop, "dispatch", counting)
+    for grouped in (True, False):
+        est = _estimator(tmp_path / str(grouped), grouped)
+        est.train(batches_input_fn(x, y, BATCH), steps=3)
+        dispatched.clear()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="jaxspec"):
+            results[grouped] = est.evaluate(batches_input_fn(x, y, BATCH), steps=steps)
+        lines[grouped] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation [")]
+        n = 24 if steps is None else steps
+        # grouped: 23 full batches as 16 + 4 + 2 + 1, then the short one (its own shape)
+        expected = ([16, 4, 2, 1, 1] if steps is None else [8, 2, 1]) if grouped else [1] * n
+        assert dispatched == expected
+    assert results[True].keys() == results[False].keys()
+    for key, value in results[False].items():
+        assert results[True][key] == pytest.approx(value, rel=1e-5), key
+    assert lines[True] == lines[False]

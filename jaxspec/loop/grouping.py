@@ -40,6 +40,15 @@ def group_limit(config: RunConfig, first_step: Any) -> int:
     return max(1, min(MAX_GROUP_STEPS, MAX_GROUP_BYTES // max(step_bytes, 1)))
 
 
+def groups_steps(plan: Any) -> bool:
+    """Whether a call of ``plan`` groups steps: one device, each run one step
+    (``iterations_per_loop`` 1, not a duration) and ``steps_per_execution`` not 1."""
+    spe = getattr(plan.config, "steps_per_execution", "auto")
+    return (
+        plan.mesh is None and plan.iterations_per_loop == 1 and plan.loop_duration_secs is None and spe != 1
+    )
+
+
 def split_sizes(mode_cache: Any, n: int) -> list[int]:
     """The scans a group of ``n`` steps runs as (sizes in order, summing to ``n``)."""
     seen = _seen.setdefault(mode_cache, collections.Counter())

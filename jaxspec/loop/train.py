@@ -18,7 +18,7 @@ from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import console, data_position
-from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, split_sizes
+from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import InFlight, run_pipelined, run_read_ahead
@@ -208,7 +208,7 @@ def _loops(
     """Run the training loops, dispatched ahead when ``phase.can_work_ahead()`` (one
     process, loops of a fixed size, no saved input position): see
     ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed."""
-    if _groups_steps(phase) and not runner.some_hook_runs_every_step(phase.state.global_step):
+    if groups_steps(phase.plan) and not runner.some_hook_runs_every_step(phase.state.global_step):
         _grouped_loops(phase, runner, progress, last_step, preemption)
         return
     call, loop = phase.state, phase.loop
@@ -279,14 +279,6 @@ def _account(
     return bool(
         runner.after_run(values, call.state, call.global_step, last_step_values(chunks[-1].out.hook_values))
     )
-
-
-def _groups_steps(phase: Phase) -> bool:
-    """Whether steps are grouped: each run is one step (iterations_per_loop 1, not a
-    duration) and RunConfig's ``steps_per_execution`` is not 1."""
-    plan = phase.plan
-    spe = getattr(plan.config, "steps_per_execution", "auto")
-    return plan.iterations_per_loop == 1 and plan.loop_duration_secs is None and spe != 1
 
 
 def _grouped_loops(
