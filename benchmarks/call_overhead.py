@@ -6,8 +6,9 @@ medians and ``ratio`` = jaxspec throughput / baseline throughput (1.0 = no overh
 "Warm" means the Estimator has already run the same call once in this process (that
 first call, with its tracing and compilation, is reported but not in the ratio).
 
-* ``plain``: ``jaxspec.Estimator`` (one step per dispatch, as tf.estimator; RunConfig with
-  no periodic checkpoints, summaries or step logs) trains the digits MLP (64-128-10,
+* ``plain``: ``jaxspec.Estimator`` (RunConfig with no periodic checkpoints, summaries or
+  step logs, so step grouping runs up to 1000 steps per loop; ``grouped_train.py``
+  measures grouping against the issue's baselines) trains the digits MLP (64-128-10,
   adam 1e-2, batch 128): a whole warm ``train(steps=N)`` call (restore, N steps, the final
   checkpoint) against a loop that dispatches one ``jax.jit`` step at a time and reads the
   loss (``float``) after every step, as a hand loop that logs or checks NaN does.

@@ -45,6 +45,7 @@ REPLACEABLE_FIELDS = (
     "session_creation_timeout_secs",
     "checkpoint_save_graph_def",
     "tpu_config",
+    "steps_per_execution",
 )
 _OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
@@ -328,6 +329,9 @@ def _validate(config: RunConfig) -> None:
         raise ValueError(
             f"RunConfig: protocol must be None, 'grpc' or 'grpc+verbs', got {config.protocol!r}."
         )
+    spe = config.steps_per_execution
+    if spe != "auto" and (not is_int(spe) or spe < 1):
+        raise ValueError(f"RunConfig: steps_per_execution must be 'auto' or an int >= 1, got {spe!r}.")
     if config.tpu_config is not None and not isinstance(config.tpu_config, TPUConfig):
         raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
 
@@ -359,11 +363,19 @@ class RunConfig:
       session_config, train_distribute, eval_distribute, experimental_distribute,
       experimental_max_worker_delay_secs (int), checkpoint_save_graph_def: stored; JAX has
       no use for them.
+      steps_per_execution: (a JAX addition, named after Keras' ``compile`` argument)
+        the most training or evaluation steps one compiled loop runs where each run is
+        one step (a plain Estimator; TPUEstimator with ``iterations_per_loop=1``).
+        ``'auto'`` (default): the steps between the ones any hook needs run as one loop
+        (up to 1000 steps and 64 MiB of stacked input), hooks still seeing the steps
+        they ask for; ``1``: one step per dispatch, as tf.estimator; ``N``: at most N
+        steps per loop. TPUEstimator's ``iterations_per_loop > 1`` is not affected.
 
     Raises:
       ValueError: both checkpoint intervals set; a field breaks its rule (negative
         counts, ``keep_checkpoint_every_n_hours <= 0``, ``log_step_count_steps <= 0``,
-        a non-integer seed, an empty model_dir, master and cluster both set, ...).
+        a non-integer seed, an empty model_dir, master and cluster both set,
+        ``steps_per_execution`` neither ``'auto'`` nor an int >= 1, ...).
       TypeError: a count that is not a number; tpu_config that is not a TPUConfig.
     """
 
@@ -390,6 +402,7 @@ class RunConfig:
         evaluation_master: str | None = None,
         master: str | None = None,
         cluster: Any = None,
+        steps_per_execution: int | str = "auto",
     ) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
@@ -428,6 +441,7 @@ class RunConfig:
             evaluation_master=evaluation_master if evaluation_master is not None else master,
             master=master,
             cluster=cluster,
+            steps_per_execution=steps_per_execution,
         )
         for key, value in values.items():
             object.__setattr__(self, "_" + key, value)

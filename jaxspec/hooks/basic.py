@@ -6,6 +6,10 @@ created inside model_fn and returned in the spec's hooks (the step returns those
 user hooks passed to ``train(hooks=...)`` name values instead. With
 ``iterations_per_loop > 1`` every hook runs once per loop, and "every N iterations"
 counts loops, as in TPUEstimator.
+
+Each hook says which global steps it needs (``next_required_step``), so a plain
+Estimator groups the steps in between into one compiled loop; what a hook logs, writes
+or saves, and at which step, is the same as with one step per run.
 """
 
 from __future__ import annotations
@@ -19,10 +23,17 @@ import numpy as np
 
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
 from jaxspec.store.summaries import write_scalars
 
 _log = logging.getLogger("jaxspec")
+
+
+def timer_step(timer: SecondOrStepTimer | None, global_step: int) -> int:
+    """The next global step a hook driven by ``timer`` needs: its next steps trigger,
+    or NEVER for a seconds timer (checked at the end of every loop) or no timer."""
+    step = None if timer is None else timer.next_trigger_step(global_step)
+    return NEVER if step is None else step
 
 
 def _split_tensors(tensors: Any) -> tuple[dict[str, str], dict[str, Any]]:
@@ -73,6 +84,7 @@ class LoggingTensorHook(SessionRunHook):
         self._timer = None if only_end else SecondOrStepTimer(every_n_secs, every_n_iter)
         self._at_end, self._formatter = at_end, formatter
         self._iter = 0
+        self._start = 0  # the global step at session creation
         self._trigger = False
 
     def step_tensors(self) -> dict[str, Any]:
@@ -85,9 +97,20 @@ class LoggingTensorHook(SessionRunHook):
         if self._timer is not None:
             self._timer.reset()
 
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        """Note the global step iterations count from."""
+        self._start = int(getattr(session, "global_step", 0) or 0)
+
+    def next_required_step(self, global_step: int) -> int:
+        """The step of the next iteration due (iteration i is global step start + i + 1
+        when each run is one step); NEVER with every_n_secs or only at_end."""
+        step = timer_step(self._timer, global_step - self._start - 1)
+        return step if step == NEVER else step + self._start + 1
+
     def before_run(self, run_context: Any) -> SessionRunArgs | None:
-        """Fetch the tensors when this iteration is due."""
-        self._trigger = self._timer is not None and self._timer.should_trigger_for_step(self._iter)
+        """Fetch the tensors when this run's (last) iteration is due."""
+        last = self._iter + getattr(run_context, "iterations", 1) - 1
+        self._trigger = self._timer is not None and self._timer.should_trigger_for_step(last)
         return SessionRunArgs(self._names) if self._trigger else None
 
     def _log_values(self, values: dict[str, Any], elapsed: float | None = None) -> None:
@@ -99,10 +122,11 @@ class LoggingTensorHook(SessionRunHook):
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         """Log when due, with the seconds since the last log."""
+        iterations = getattr(run_context, "iterations", 1)
         if self._trigger:
-            elapsed, _ = self._timer.update_last_triggered_step(self._iter)
+            elapsed, _ = self._timer.update_last_triggered_step(self._iter + iterations - 1)
             self._log_values(run_values.results, elapsed)
-        self._iter += 1
+        self._iter += iterations
 
     def end(self, session: Any) -> None:
         """Log the last values when ``at_end``."""
@@ -135,6 +159,12 @@ class StopAtStepHook(SessionRunHook):
         """Fix ``last_step`` from the current global step when num_steps was given."""
         if self._num_steps is not None:
             self._last_step = int(session.global_step) + self._num_steps
+
+    def next_required_step(self, global_step: int) -> int | None:
+        """``last_step`` (every step until it is known, and once past it)."""
+        if self._last_step is None or self._last_step <= global_step:
+            return None
+        return self._last_step
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
@@ -171,15 +201,27 @@ class NanTensorHook(SessionRunHook):
         """The loss array when built in model_fn."""
         return {} if self._array is None else {self._name: self._array}
 
+    def next_required_step(self, global_step: int) -> int | None:
+        """NEVER when failing on the loop's loss (a loop hands over every step's loss as
+        ``'losses'``, so a NaN is reported at its exact step); else every step (a stop
+        must come at the step of the NaN, and a model_fn array is read at a loop's last
+        step only)."""
+        return NEVER if self._fail and self._name == "loss" else None
+
     def before_run(self, run_context: Any) -> SessionRunArgs:
-        """Fetch the loss."""
-        return SessionRunArgs(self._name)
+        """Fetch the loss (every step's of the run, for ``'loss'``)."""
+        return SessionRunArgs("losses" if self._name == "loss" else self._name)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         """Fail or stop on NaN."""
-        if np.isnan(run_values.results).any():
+        values = np.asarray(run_values.results).reshape(-1)
+        if np.isnan(values).any():
             if self._fail:
-                raise NanLossDuringTrainingError()
+                session = getattr(run_context, "session", None)
+                step = getattr(session, "global_step", None)
+                if step is not None and self._name == "loss":  # the step of the first NaN
+                    step = int(step) - len(values) + int(np.argmax(np.isnan(values)))
+                raise NanLossDuringTrainingError(step if self._name == "loss" else None)
             _log.warning("NaN loss; stopping training.")
             run_context.request_stop()
 
@@ -211,6 +253,10 @@ class StepCounterHook(SessionRunHook):
     def begin(self) -> None:
         """Reset the timer."""
         self._timer.reset()
+
+    def next_required_step(self, global_step: int) -> int:
+        """The next measuring step (NEVER with every_n_secs)."""
+        return timer_step(self._timer, global_step)
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
@@ -263,6 +309,10 @@ class SummarySaverHook(SessionRunHook):
         """The arrays among ``summary_op`` (when built in model_fn)."""
         return dict(self._arrays)
 
+    def next_required_step(self, global_step: int) -> int:
+        """The next step to write (NEVER with save_secs)."""
+        return timer_step(self._timer, global_step)
+
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step and, when due, the summaries."""
         return SessionRunArgs({"global_step": "global_step", "values": self._names})
@@ -298,6 +348,10 @@ class FinalOpsHook(SessionRunHook):
     def step_tensors(self) -> dict[str, Any]:
         """The arrays among ``final_ops`` (when built in model_fn)."""
         return dict(self._arrays)
+
+    def next_required_step(self, global_step: int) -> int:
+        """NEVER: only ``end()`` reads."""
+        return NEVER
 
     @property
     def final_ops_values(self) -> Any:
@@ -335,6 +389,20 @@ class ProfilerHook(SessionRunHook):
         self._output_dir = output_dir or os.getcwd()
         self._tracing = False
         self._step = 0
+
+    def next_required_step(self, global_step: int) -> int:
+        """The steps around the next traced step ``t`` (``t - 1`` to start the trace,
+        ``t`` to stop it, so the trace holds one step); NEVER with save_secs (a trace
+        then holds the loop that follows its time)."""
+        if self._timer.next_trigger_step(0) is None:
+            return NEVER
+        last = self._timer.last_triggered_step()
+        if last is None:  # the first run is traced
+            return global_step + 1
+        due = self._timer.next_trigger_step(last)
+        while due <= global_step:
+            due = self._timer.next_trigger_step(due)
+        return due - 1 if due - 1 > global_step else due
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Start a trace when the next run is due."""
@@ -374,6 +442,10 @@ class FeedFnHook(SessionRunHook):
 
     def __init__(self, feed_fn: Callable[[], Any]) -> None:
         self.feed_fn = feed_fn
+
+    def next_required_step(self, global_step: int) -> int:
+        """NEVER: it raises in ``begin()``."""
+        return NEVER
 
     def begin(self) -> None:
         """Raise: there is nothing to feed."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
 
 _log = logging.getLogger("jaxspec")
@@ -94,6 +94,12 @@ class CheckpointSaverHook(SessionRunHook):
     def due_at(self, step: int) -> bool:
         """Whether a save is due at global step ``step`` (seconds counted up to now)."""
         return self._timer.should_trigger_for_step(step)
+
+    def next_required_step(self, global_step: int) -> int:
+        """The next saving step; NEVER with save_secs (time is checked at the end of
+        every loop, so a save comes at most one loop after its time)."""
+        step = self._timer.next_trigger_step(global_step)
+        return NEVER if step is None else step
 
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
 
 _log = logging.getLogger("jaxspec")
 
@@ -84,6 +84,12 @@ class _StopOnPredicateHook(SessionRunHook):
         self._should_stop_fn = should_stop_fn
         self._timer = SecondOrStepTimer(every_secs, every_steps)
 
+    def next_required_step(self, global_step: int) -> int:
+        """The next step to decide at; NEVER with run_every_secs (decided at the end of
+        a loop once the time has come)."""
+        step = self._timer.next_trigger_step(global_step)
+        return NEVER if step is None else step
+
     def before_run(self, run_context: Any) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
@@ -92,9 +98,10 @@ class _StopOnPredicateHook(SessionRunHook):
         """Decide (process 0) when due, share the decision, stop if it says so."""
         step = int(run_values.results)
         stop = False
-        if jax.process_index() == 0 and self._timer.should_trigger_for_step(step):
+        # every process keeps the timer, so all of them ask for the same loop ends
+        if self._timer.should_trigger_for_step(step):
             self._timer.update_last_triggered_step(step)
-            stop = bool(self._should_stop_fn())
+            stop = jax.process_index() == 0 and bool(self._should_stop_fn())
         if jax.process_count() > 1:  # every process is here after the same loop
             from jax.experimental import multihost_utils
 

@@ -47,6 +47,20 @@ class SecondOrStepTimer:
         self._last_time, self._last_step = now, step
         return elapsed
 
+    def next_trigger_step(self, step: int) -> int | None:
+        """The first step after ``step`` at which a steps timer triggers, assuming it is
+        asked at every step it is due (``step + 1`` before its first trigger); None for a
+        seconds timer (time decides, not steps)."""
+        if self._every_secs is not None:
+            return None
+        if self._last_step is None:
+            return step + 1
+        every = max(self._every_steps, 1)
+        due = self._last_step + every
+        if due <= step:
+            due += ((step - due) // every + 1) * every
+        return due
+
     def last_triggered_step(self) -> int | None:
         """The step of the last trigger, or None."""
         return self._last_step

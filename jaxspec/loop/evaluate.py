@@ -14,11 +14,13 @@ from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
 from jaxspec.loop import console
+from jaxspec.loop.grouping import dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.spec.fn_types import Hooks, InputFn
+from jaxspec.spec.hooks import NEVER, declared_step
 from jaxspec.store import summaries
 
 _log = logging.getLogger("jaxspec")
@@ -129,28 +131,48 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
     asked = 0  # steps asked of the input so far (loops dispatched)
     totals: dict[str, Any] | None = None
     done = 0
+    # One device, one step per run, no hook that needs a step: batches run grouped.
+    grouped = groups_steps(phase.plan) and all(
+        declared_step(h, call.global_step) == NEVER for h in runner.hooks
+    )
+    limit = phase.iterations_per_loop
+    if grouped:
+        first_step = phase.feeder.peek_step()
+        limit = group_limit(phase.plan.config, first_step[0] if first_step is not None else ())
+    mode_cache = phase.plan.compile_cache.modes[phase.mode]
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         nonlocal asked
-        n = phase.iterations_per_loop if steps is None else min(phase.iterations_per_loop, steps - asked)
+        n = limit if steps is None else min(limit, steps - asked)
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
         first, asked = asked, asked + group.steps
         if before_run is not None:
             before_run()
-        return InFlight(first, group.steps, loop.dispatch(call.state, call.global_step, *group.args))
+        sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]
+        return InFlight(
+            first, group.steps, dispatch_chunks(loop, call.state, call.global_step, group.args, sizes)
+        )
 
     def account(current: InFlight) -> bool:
         nonlocal totals, done
-        n, out = current.steps, current.out
-        totals = out.metric_states if totals is None else _merge(totals, out.metric_states)
-        phase.host_calls(out.host, n)
+        n, chunks = current.steps, current.out
+        states = chunks[0].out.metric_states
+        for c in chunks[1:]:
+            states = _merge(states, c.out.metric_states)
+        totals = states if totals is None else _merge(totals, states)
+        for c in chunks:
+            phase.host_calls(c.out.host, c.steps)
         done += n
         console.eval_progress(done - n, done, steps)
-        loss = _host_mean(out.metric_states["loss"])
-        values = last_step_values(out.hook_values)
-        return bool(runner.after_run({"loss": loss}, call.state, call.global_step, values))
+        loss = _host_mean(states["loss"])
+        values = last_step_values(chunks[-1].out.hook_values)
+        return bool(
+            runner.after_run(
+                {"loss": loss, "losses": np.reshape(loss, (1,))}, call.state, call.global_step, values
+            )
+        )
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
     return totals

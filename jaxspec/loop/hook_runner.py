@@ -9,7 +9,15 @@ import jax
 import numpy as np
 
 from jaxspec.engine.multihost import to_host
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from jaxspec.spec.hooks import (
+    NEVER,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    declared_step,
+    required_step,
+)
 
 
 def resolve_fetches(fetches: Any, values: dict[str, Any]) -> Any:
@@ -117,9 +125,22 @@ class HookRunner:
         for h in self.hooks:
             h.after_create_session(self.session, None)
 
-    def before_run(self) -> None:
-        """Ask each hook what it wants from the coming step (or loop)."""
-        self._context = SessionRunContext(original_args=SessionRunArgs(fetches=None), session=self.session)
+    def next_needed_step(self, global_step: int) -> int:
+        """The first global step after ``global_step`` at which some hook must run
+        (``global_step + 1`` when one runs every step; NEVER when none needs a step)."""
+        return min((required_step(h, global_step) for h in self.hooks), default=NEVER)
+
+    def some_hook_runs_every_step(self, global_step: int) -> bool:
+        """Whether a hook asks for every step (a user's hook without
+        ``next_required_step``, say): grouping would then only make loops of one step."""
+        return any(declared_step(h, global_step) is None for h in self.hooks)
+
+    def before_run(self, iterations: int = 1) -> None:
+        """Ask each hook what it wants from the coming step (or loop); ``iterations``:
+        the tf.estimator runs (steps) that loop stands for (``run_context.iterations``)."""
+        self._context = SessionRunContext(
+            original_args=SessionRunArgs(fetches=None), session=self.session, iterations=iterations
+        )
         self._args = []
         for h in self.hooks:
             args = h.before_run(self._context)

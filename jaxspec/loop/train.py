@@ -1,4 +1,8 @@
-"""The training loop: loops of iterations_per_loop steps, hooks, summaries, checkpoints."""
+"""The training loop: loops of iterations_per_loop steps, hooks, summaries, checkpoints.
+
+Where each run is one step (a plain Estimator), the steps between the ones any hook
+needs run as one compiled loop (``jaxspec.loop.grouping``; RunConfig's
+``steps_per_execution``)."""
 
 from __future__ import annotations
 
@@ -15,13 +19,14 @@ from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import console, data_position
 from jaxspec.loop.donated_state import state_free_after
+from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
-from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
+from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined, run_read_ahead
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.spec.fn_types import Hooks, InputFn
-from jaxspec.spec.hooks import SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunHook
 from jaxspec.store import summaries
 from jaxspec.store.summaries import write_scalars
 
@@ -59,6 +64,13 @@ class ProgressHook(SessionRunHook):
     def after_create_session(self, session: Any, coord: Any) -> None:
         """Start timing at the current global step."""
         self.last_step, self.last_time = int(session.global_step), time.time()
+
+    def next_required_step(self, global_step: int) -> int:
+        """The next multiple of ``log_step_count_steps`` (NEVER when logging is off):
+        summaries need no step, they are written from every step's loss of a loop."""
+        if not self.log_every:
+            return NEVER
+        return (global_step // self.log_every + 1) * self.log_every
 
     def after_loop(self, first_step: int, losses: np.ndarray) -> None:
         """Record a loop's per-step losses (all of them, not only the last)."""
@@ -181,7 +193,7 @@ def _run_train(
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     # The next call starts from memory if this is still on disk.
-    call.remember(call.global_step)
+    call.remember(call.global_step, saved=None if saver is None else saver.final_checkpoint)
     if preemption.triggered:
         _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
         raise SystemExit(0)
@@ -199,6 +211,9 @@ def _loops(
     ``jaxspec.loop.pipeline``. Loop k+1 starts from loop k's state, not yet computed,
     which it takes (donated): only after a loop whose state no hook reads
     (``donated_state.state_free_after``); hooks then see ``session.state`` None."""
+    if groups_steps(phase.plan) and not runner.some_hook_runs_every_step(phase.state.global_step):
+        _grouped_loops(phase, runner, progress, last_step, preemption)
+        return
     call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
     loops, start, started_at = 0, call.global_step, time.perf_counter()
@@ -232,22 +247,8 @@ def _loops(
         nonlocal loops
         started = time.perf_counter()
         first, n, out = current
-        losses = to_host(out.losses)  # [steps, replicas]
-        losses = losses[:, 0] if losses.shape[1] == 1 else losses.mean(axis=1)
-        if np.isnan(losses).any():
-            raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
-        # A loop dispatched ahead took this state (donated): hooks see None instead.
-        call.state = None if ahead_took and ahead_took[-1] is current else out.state
-        call.global_step = first + n
-        phase.host_calls(out.host, n, first)
-        progress.losses = losses
-        progress.after_loop(first, losses)
-        if console.has_bar():
-            rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
-            console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
-        stop = runner.after_run(
-            {"loss": losses[-1]}, call.state, call.global_step, last_step_values(out.hook_values)
-        )
+        taken = bool(ahead_took) and ahead_took[-1] is current
+        stop = _account(phase, runner, progress, [Chunk(first, n, out)], start, started_at, taken)
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
             per_step = (time.perf_counter() - started) / n
@@ -256,3 +257,80 @@ def _loops(
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead=True)
+
+
+def _account(
+    phase: Phase,
+    runner: HookRunner,
+    progress: ProgressHook,
+    chunks: list[Chunk],
+    start: int,
+    started_at: float,
+    state_taken: bool = False,
+) -> bool:
+    """One loop's results (its scans ``chunks``, in order): NaN check, state and global
+    step, host calls, summaries and logs, the hooks' after_run. True: a hook asked to stop.
+    ``state_taken``: a loop dispatched ahead took the last chunk's state (donated), so the
+    hooks see ``session.state`` None.
+
+    Raises:
+      NanLossDuringTrainingError: a step's loss is NaN (at that step's global step).
+    """
+    call = phase.state
+    per_chunk = [to_host(c.out.losses) for c in chunks]  # [steps, replicas] each
+    losses = np.concatenate([x[:, 0] if x.shape[1] == 1 else x.mean(axis=1) for x in per_chunk])
+    first, n = chunks[0].first, len(losses)
+    if np.isnan(losses).any():
+        raise NanLossDuringTrainingError(first + int(np.argmax(np.isnan(losses))))
+    call.state = None if state_taken else chunks[-1].out.state
+    call.global_step = first + n
+    for c in chunks:
+        phase.host_calls(c.out.host, c.steps, c.first)
+    progress.losses = losses
+    progress.after_loop(first, losses)
+    if console.has_bar():
+        rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
+        console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)
+    values = {"loss": losses[-1], "losses": losses}
+    return bool(
+        runner.after_run(values, call.state, call.global_step, last_step_values(chunks[-1].out.hook_values))
+    )
+
+
+def _grouped_loops(
+    phase: Phase,
+    runner: HookRunner,
+    progress: ProgressHook,
+    last_step: int | None,
+    preemption: PreemptionWatcher,
+) -> None:
+    """Run the steps up to the next one any hook needs (at most ``group_limit``, and
+    never past ``last_step``, a shape change or the input's end) as one loop. The next
+    loop's input is read while a loop runs (when ``phase.can_work_ahead()``); it is
+    dispatched once the loop before it is accounted for, so hooks read each loop's
+    output state before the next loop takes (and may donate) it."""
+    call, loop = phase.state, phase.loop
+    pending_first = phase.feeder.peek_step()
+    limit = group_limit(phase.plan.config, pending_first[0] if pending_first is not None else ())
+    mode_cache = phase.plan.compile_cache.modes[phase.mode]
+    start, started_at = call.global_step, time.perf_counter()
+
+    def read(previous: InFlight | None) -> tuple[int, Any] | None:
+        first = call.global_step if previous is None else previous.first + previous.steps
+        n = min(limit, runner.next_needed_step(first) - first)
+        if last_step is not None:
+            n = min(n, last_step - first)
+        group = phase.next_group(n) if n > 0 else None
+        return None if group is None else (first, group)
+
+    def launch(pending: tuple[int, Any]) -> InFlight:
+        first, group = pending
+        runner.before_run(group.steps)
+        sizes = split_sizes(mode_cache, group.steps)
+        return InFlight(first, group.steps, dispatch_chunks(loop, call.state, first, group.args, sizes))
+
+    def account(current: InFlight) -> bool:
+        stop = _account(phase, runner, progress, current.out, start, started_at)
+        return stop or preemption.triggered  # a stop keeps the state at this step
+
+    run_read_ahead(read, launch, account, phase.can_work_ahead())

@@ -9,12 +9,22 @@ and ``session.run(fetches)``), and ``fetches`` name values the compiled step ret
 ``session.state`` is valid while the hook runs: the training loop donates it to its next
 loop (JAX's buffer donation, where TF kept variables in place), so a hook that keeps state
 values past ``after_run`` copies them (``np.asarray``, ``jax.device_get``).
+
+Step grouping (a JAX addition): a hook may say, through ``next_required_step``, which
+global steps it must see. A plain Estimator then runs the steps between the ones any
+hook needs as one compiled loop, and calls ``before_run``/``after_run`` once per loop
+(at least at every step some hook asked for); a hook that does not say runs every step,
+as in tf.estimator. ``RunConfig(steps_per_execution=1)`` turns grouping off.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
 from typing import Any
+
+#: What ``next_required_step`` returns for a hook that needs no particular step (one
+#: that triggers on time, or only acts in ``begin``/``end``): a step no training reaches.
+NEVER = 2**62
 
 
 class SessionRunHook:
@@ -43,6 +53,27 @@ class SessionRunHook:
 
     def end(self, session: Any) -> None:
         """Called once at the end of train/evaluate/predict (not after an exception)."""
+
+    def next_required_step(self, global_step: int) -> int | None:
+        """The next global step (> ``global_step``, the step before the coming run)
+        after which this hook must get ``before_run``/``after_run`` (a JAX addition).
+
+        None: every step (the default for a hook that overrides ``before_run`` or
+        ``after_run``; a user's hook keeps tf.estimator's meaning). ``NEVER``: no
+        particular step. The loop calls every hook at the end of each loop it runs, so a
+        hook may be called at steps it did not ask for (it must then act as tf.estimator's
+        would at that step); it is never called less often than it asks. The answer may
+        be asked before the hook has seen the run ending at ``global_step``: it must hold
+        assuming the hook is called at each step it asked for. ``run_context.iterations``
+        says how many steps (tf.estimator runs) a call stands for.
+        """
+        overridden = any(
+            name in vars(cls)
+            for cls in type(self).__mro__
+            if cls is not SessionRunHook and cls is not object
+            for name in ("before_run", "after_run")
+        )
+        return None if overridden else NEVER
 
     def step_tensors(self) -> dict[str, Any]:
         """Arrays from model_fn this hook wants after each step (a JAX addition).
@@ -84,13 +115,23 @@ class SessionRunContext:
     ``original_args`` is the SessionRunArgs of the step, ``session`` the HostSession the
     loop passes (None when constructed without one).
     ``request_stop()`` ends the loop after the current step (loop, with
-    ``iterations_per_loop > 1``).
+    ``iterations_per_loop > 1``). ``iterations`` (a JAX addition) is the number of
+    tf.estimator runs (steps) this run stands for: 1, or a grouped loop's step count.
     """
 
-    def __init__(self, original_args: SessionRunArgs | None = None, session: Any = None) -> None:
+    def __init__(
+        self, original_args: SessionRunArgs | None = None, session: Any = None, iterations: int = 1
+    ) -> None:
         self._original_args = original_args
         self._session = session
         self._stop_requested = False
+        self._iterations = iterations
+
+    @property
+    def iterations(self) -> int:
+        """How many tf.estimator runs (steps) this run stands for (>= 1): 1 unless a
+        plain Estimator grouped steps no hook needed into one loop (a JAX addition)."""
+        return self._iterations
 
     @property
     def original_args(self) -> SessionRunArgs | None:
@@ -111,3 +152,24 @@ class SessionRunContext:
     def request_stop(self) -> None:
         """Ask the loop to stop after the current step (or loop)."""
         self._stop_requested = True
+
+
+def declared_step(hook: SessionRunHook, global_step: int) -> int | None:
+    """``hook.next_required_step(global_step)``, or None (every step) for a hook whose
+    class overrides ``before_run`` or ``after_run`` below the class that defines
+    ``next_required_step``: a subclass of a jaxspec hook that changes what it does per
+    step keeps tf.estimator's meaning."""
+    for cls in type(hook).__mro__:
+        if cls is SessionRunHook or "next_required_step" in vars(cls):
+            break
+        if "before_run" in vars(cls) or "after_run" in vars(cls):
+            return None
+    step = hook.next_required_step(global_step)
+    return None if step is None else int(step)
+
+
+def required_step(hook: SessionRunHook, global_step: int) -> int:
+    """The next global step after which ``hook`` must run: ``declared_step``, with
+    ``global_step + 1`` for "every step"."""
+    step = declared_step(hook, global_step)
+    return global_step + 1 if step is None else max(step, global_step + 1)

@@ -1,0 +1,86 @@
+"""Step grouping for loops of one step per run (a plain Estimator): the steps between
+the ones any hook needs run as one compiled loop, dispatched as a few scans of sizes
+from a small set so that compilations stay bounded.
+
+A group of ``n`` steps runs as one scan of ``n`` steps when ``n`` is a power of two or
+a size this Estimator has been asked for before (its periodic group: 100 steps with
+tf.estimator's default RunConfig); a size seen once (a first or last group, an input
+ending part-way) runs as scans of its binary decomposition (``37 = 32 + 4 + 1``), all
+dispatched back to back with no host work between them. Compiled sizes are then at most
+``log2(max) + 1`` powers of two plus ``_MAX_DIRECT`` repeated sizes per input shape.
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxspec.config import RunConfig
+
+MAX_GROUP_STEPS = 1000  # steps of one group with steps_per_execution='auto'
+MAX_GROUP_BYTES = 64 << 20  # and of its stacked host input
+_MAX_DIRECT = 4  # sizes other than powers of two compiled as one scan, per Estimator and mode
+
+# Per ModeCache (one Estimator's mode): how often each group size was asked for.
+_seen: weakref.WeakKeyDictionary[Any, collections.Counter[int]] = weakref.WeakKeyDictionary()
+
+
+def group_limit(config: RunConfig, first_step: Any) -> int:
+    """The most steps one group may hold: ``config.steps_per_execution`` when it is a
+    count, else 1000 steps and 64 MiB of stacked host input (``first_step``: one step's
+    host arrays)."""
+    spe = getattr(config, "steps_per_execution", "auto")
+    if spe != "auto":
+        return int(spe)
+    step_bytes = sum(int(np.asarray(x).nbytes) for x in jax.tree.leaves(first_step))
+    return max(1, min(MAX_GROUP_STEPS, MAX_GROUP_BYTES // max(step_bytes, 1)))
+
+
+def groups_steps(plan: Any) -> bool:
+    """Whether a call of ``plan`` groups steps: one device, each run one step
+    (``iterations_per_loop`` 1, not a duration) and ``steps_per_execution`` not 1."""
+    spe = getattr(plan.config, "steps_per_execution", "auto")
+    return (
+        plan.mesh is None and plan.iterations_per_loop == 1 and plan.loop_duration_secs is None and spe != 1
+    )
+
+
+def split_sizes(mode_cache: Any, n: int) -> list[int]:
+    """The scans a group of ``n`` steps runs as (sizes in order, summing to ``n``)."""
+    seen = _seen.setdefault(mode_cache, collections.Counter())
+    seen[n] += 1
+    direct = [k for k, c in seen.items() if c > 1 and k & (k - 1)]
+    if n & (n - 1) == 0 or (seen[n] > 1 and n in direct[:_MAX_DIRECT]):
+        return [n]
+    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
+class Chunk(NamedTuple):
+    """One dispatched scan of a group: its first global step, its steps, and what the
+    compiled loop returned (a TrainLoopOut or EvalLoopOut)."""
+
+    first: int
+    steps: int
+    out: Any
+
+
+def dispatch_chunks(
+    loop: Any, state: Any, first: int, args: tuple[Any, ...], sizes: list[int]
+) -> list[Chunk]:
+    """Dispatch ``args`` (host arrays stacked ``[n, ...]``) as scans of ``sizes`` steps,
+    each TRAIN scan starting from the previous one's (not yet computed) state; EVAL
+    scans all read ``state``. No input state is kept: with donation it is gone once
+    its scan is dispatched."""
+    chunks, at, offset = [], first, 0
+    for size in sizes:
+        part = args if len(sizes) == 1 else jax.tree.map(lambda x, a=offset, b=offset + size: x[a:b], args)
+        out = loop.dispatch(state, at, *part)
+        chunks.append(Chunk(at, size, out))
+        if hasattr(out, "state"):
+            state, at = out.state, at + size
+        offset += size
+    return chunks
