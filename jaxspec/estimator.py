@@ -205,8 +205,11 @@ class Estimator:
           ValueError: steps and max_steps both given, or either <= 0.
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
             the last good one).
-          SystemExit: (status 0) after a SIGTERM in the main thread: the running loop
-            finishes, the final checkpoint is written, then the process exits cleanly.
+          SystemExit: (status 143, that of a process ended by SIGTERM) after a SIGTERM in
+            the main thread: the running loop finishes and the final checkpoint is
+            written first. A SIGTERM handler the program installed itself is called
+            instead; an ignored SIGTERM stays ignored. tf.estimator has no SIGTERM
+            handling (the process dies with 143, unsaved).
         """
         run_train(self._run_plan(ModeKeys.TRAIN), input_fn, hooks, steps, max_steps, saving_listeners)
         return self

@@ -1,6 +1,6 @@
 """A training run in its own process, for the kill -9 and SIGTERM tests.
 
-Usage: python tests/train_subprocess.py MODEL_DIR MAX_STEPS SLEEP_SECS
+Usage: python tests/train_subprocess.py MODEL_DIR MAX_STEPS SLEEP_SECS [train_and_evaluate]
 Saves a checkpoint every step; each step sleeps SLEEP_SECS on the host so a test can
 interrupt it part-way.
 """
@@ -45,5 +45,12 @@ def input_fn():
 
 if __name__ == "__main__":
     model_dir, max_steps, sleep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    make_estimator(model_dir).train(input_fn, max_steps=max_steps, hooks=[Slow(sleep)])
+    if sys.argv[4:] == ["train_and_evaluate"]:
+        jaxspec.train_and_evaluate(
+            make_estimator(model_dir),
+            jaxspec.TrainSpec(input_fn, max_steps=max_steps, hooks=[Slow(sleep)]),
+            jaxspec.EvalSpec(input_fn, steps=1, throttle_secs=3600),
+        )
+    else:
+        make_estimator(model_dir).train(input_fn, max_steps=max_steps, hooks=[Slow(sleep)])
     print("finished", flush=True)

@@ -181,9 +181,7 @@ def _run_train(
         summaries.close_all()  # every event is on disk when train returns
     # The next call starts from memory if this is still on disk.
     call.remember(call.global_step, saved=None if saver is None else saver.final_checkpoint)
-    if preemption.triggered:
-        _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
-        raise SystemExit(0)
+    preemption.exit_if_triggered(call.global_step)  # SystemExit(143) after a SIGTERM
 
 
 def _loops(
