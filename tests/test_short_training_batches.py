@@ -64,7 +64,9 @@ def _full_batches() -> list[np.ndarray]:
 
 
 def _skip_warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "Skipped" in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "Skipped" in r.getMessage()
+    ]
 
 
 @pytest.mark.parametrize("input_fn", [_tf_data_input_fn, _generator_input_fn], ids=["tf.data", "generator"])
