@@ -19,6 +19,7 @@ from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
+from jaxspec.loop.replica_check import ReplicaCheck
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.store import summaries
@@ -197,12 +198,14 @@ def _loops(
     call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
     loops, start, started_at = 0, call.global_step, time.perf_counter()
+    replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         if previous is None:
             first, state = call.global_step, call.state
         else:
             first, state = previous.first + previous.steps, previous.out.state
+            replicas.after_loop(state, first)  # before the next loop takes the state
         n = (
             phase.iterations_per_loop
             if last_step is None
@@ -241,3 +244,4 @@ def _loops(
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
+    replicas.finish(call.state, call.global_step)
