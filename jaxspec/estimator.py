@@ -199,7 +199,8 @@ class Estimator:
 
         ``steps`` counts from the current global step; ``max_steps`` is absolute (if the
         latest checkpoint is already there, nothing runs). With neither, training runs
-        until input_fn's data ends. A checkpoint is saved at the last step.
+        until input_fn's data ends. A checkpoint is saved at the last step, and (as tf.estimator's
+        CheckpointSaverHook) when training starts from no checkpoint, at step 0.
 
         Raises:
           ValueError: steps and max_steps both given, or either <= 0.
