@@ -30,7 +30,9 @@ def _init_fn(reduce: bool):
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "replicas' copies of the state differ" in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if "replicas' copies of the state differ" in r.getMessage()
+    ]
 
 
 @pytest.mark.parametrize("steps", [2, 6], ids=["one loop", "three loops"])
