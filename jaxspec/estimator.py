@@ -199,7 +199,8 @@ class Estimator:
 
         ``steps`` counts from the current global step; ``max_steps`` is absolute (if the
         latest checkpoint is already there, nothing runs). With neither, training runs
-        until input_fn's data ends. A checkpoint is saved at the last step.
+        until input_fn's data ends. A checkpoint is saved at the last step, and (as tf.estimator's
+        CheckpointSaverHook) when training starts from no checkpoint, at step 0.
 
         Each compiled loop donates the state it replaces (JAX's ``donate_argnums``, where
         TF updated variables in place), so the devices hold one state: a hook that keeps
@@ -209,8 +210,11 @@ class Estimator:
           ValueError: steps and max_steps both given, or either <= 0.
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
             the last good one).
-          SystemExit: (status 0) after a SIGTERM in the main thread: the running loop
-            finishes, the final checkpoint is written, then the process exits cleanly.
+          SystemExit: (status 143, that of a process ended by SIGTERM) after a SIGTERM in
+            the main thread: the running loop finishes and the final checkpoint is
+            written first. A SIGTERM handler the program installed itself is called
+            instead; an ignored SIGTERM stays ignored. tf.estimator has no SIGTERM
+            handling (the process dies with 143, unsaved).
         """
         run_train(self._run_plan(ModeKeys.TRAIN), input_fn, hooks, steps, max_steps, saving_listeners)
         return self

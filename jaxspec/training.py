@@ -373,6 +373,7 @@ def _jaxspec_family() -> Family:
         listener_base=CheckpointSaverListener,
         latest_checkpoint=_jaxspec_latest_checkpoint,
         latest_step=_jaxspec_latest_step,
+        saves_at_creation=True,  # CheckpointSaverHook.after_create_session, as TF's
     )
 
 

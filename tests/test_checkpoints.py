@@ -111,7 +111,7 @@ def test_nan_loss_keeps_last_good_checkpoint(tmp_path):
     with pytest.raises(jaxspec.NanLossDuringTrainingError, match="at global step 3") as err:
         est.train(lambda: ({"x": x}, y), steps=5)
     assert err.value.global_step == 3
-    assert est._checkpoint_store().all_steps() == [2]
+    assert est._checkpoint_store().all_steps() == [0, 2]  # step 0: saved when training started
 
     def tpu_model_fn(features, labels, mode, params, state, global_step):
         return model_fn(features, labels, mode, state, global_step)

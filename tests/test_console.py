@@ -86,6 +86,18 @@ def test_pipe_prints_tf_estimator_lines_at_its_cadence(outputs: dict[str, str]) 
     assert saved == ["40", "40", "20"]
     assert "ROOT_HANDLERS_AFTER_IMPORT 0" in text and "ROOT_HANDLERS_AT_END 0" in text
     assert "PREDICTED 512" in text
+    _hook_and_checkpoint_lines(text, "INFO:jaxspec:")
+
+
+def _hook_and_checkpoint_lines(text: str, prefix: str) -> None:
+    """Issue 25, item 7: with no logging configured, the hooks' lines and the checkpoint
+    and restore notices appear where jaxspec's progress does; the logger is left as it
+    was found."""
+    assert re.findall(rf"^{prefix}the_step = (\d+)", text, re.M) == ["1", "21"]  # LoggingTensorHook
+    saved = re.findall(rf"^{prefix}Saving checkpoints for (\d+) into ", text, re.M)
+    assert saved == ["0", "20", "40"]
+    assert re.search(rf"^{prefix}Restored state from checkpoint at global step 40", text, re.M)
+    assert "JAXSPEC_LOGGER_AT_END 0 0" in text
 
 
 def test_terminal_shows_progress_bars(outputs: dict[str, str]) -> None:
@@ -98,6 +110,7 @@ def test_terminal_shows_progress_bars(outputs: dict[str, str]) -> None:
     assert "INFO:jaxspec:loss =" not in text and "Evaluation [" not in text  # the bar replaces them
     assert len(re.findall(r"Saving dict for global step \d+: ", text)) == 3  # results still shown
     assert "ROOT_HANDLERS_AT_END 0" in text and "PREDICTED 512" in text
+    _hook_and_checkpoint_lines(text, "")
 
 
 def test_user_logging_configuration_is_honoured(outputs: dict[str, str]) -> None:

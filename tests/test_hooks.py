@@ -154,6 +154,8 @@ def test_saving_listeners(tmp_path):
     est.train(_data(), steps=5, saving_listeners=[Listener()])
     assert calls == [
         "begin",
+        ("before", 0),  # the save when the session is created, as TF's CheckpointSaverHook
+        ("after", 0),
         ("before", 2),
         ("after", 2),
         ("before", 4),
@@ -222,7 +224,7 @@ def test_own_checkpoint_saver_hook_replaces_the_default(tmp_path):
     assert est._checkpoint_store().all_steps() == []  # the default saver (every step) was not added
     from jaxspec.store.checkpoints import CheckpointStore
 
-    assert CheckpointStore(str(tmp_path / "elsewhere")).all_steps() == [2, 4, 5]
+    assert CheckpointStore(str(tmp_path / "elsewhere")).all_steps() == [0, 2, 4, 5]
     with pytest.raises(ValueError, match="saving_listeners"):
         est.train(_data(), hooks=[saver], steps=1, saving_listeners=[CheckpointSaverListener()])
 

@@ -1,4 +1,4 @@
-"""kill -9 mid-training loses no completed checkpoint; SIGTERM saves and exits cleanly."""
+"""kill -9 mid-training loses no completed checkpoint; SIGTERM saves, then exits with 143."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.train_subprocess import input_fn, make_estimator
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_subprocess.py")
 
 
-def _start(model_dir: str, max_steps: int) -> subprocess.Popen:
+def _start(model_dir: str, max_steps: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, SCRIPT, model_dir, str(max_steps), "0.05"],
+        [sys.executable, SCRIPT, model_dir, str(max_steps), "0.05", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -63,13 +64,16 @@ def test_kill_9_then_resume(tmp_path):
         np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
 
 
-def test_sigterm_saves_and_exits_cleanly(tmp_path):
+@pytest.mark.parametrize("how", ["train", "train_and_evaluate"])
+def test_sigterm_saves_then_exits_with_the_sigterm_status(tmp_path, how):
+    """A scheduler must not read a preempted run as a finished one: the status is 143,
+    that of a process ended by SIGTERM, after the checkpoint is saved."""
     model_dir = str(tmp_path / "preempted")
-    proc = _start(model_dir, 1000)
+    proc = _start(model_dir, 1000, *([how] if how != "train" else []))
     _wait_for_steps(proc, 5)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
+    assert proc.returncode == 128 + signal.SIGTERM, out
     assert "finished" not in out
     est = make_estimator(model_dir)
     stopped_at = est._checkpoint_store().latest_step()
@@ -80,3 +84,26 @@ def test_sigterm_saves_and_exits_cleanly(tmp_path):
     resumed, straight = _params(est), _uninterrupted(tmp_path, stopped_at + 3)
     for name in straight:
         np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
+
+
+def test_a_sigterm_handler_of_the_program_takes_the_signal(tmp_path):
+    """The program's own SIGTERM handler is called after the save, instead of an exit."""
+    import jaxspec
+
+    class TermAt2(jaxspec.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            if run_values.results == 1:  # global step before the second step: 1
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        def before_run(self, run_context):
+            return jaxspec.SessionRunArgs("global_step")
+
+    called = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: called.append(signum))
+    try:
+        est = make_estimator(str(tmp_path))
+        est.train(input_fn, max_steps=50, hooks=[TermAt2()])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert called == [signal.SIGTERM]
+    assert est._checkpoint_store().latest_step() < 50

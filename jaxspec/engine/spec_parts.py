@@ -153,6 +153,28 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
     )
 
 
+def first_difference(state: Any, new_state: Any) -> str:
+    """Where the tree structures of ``state`` and ``new_state`` first differ: a key path
+    and what each tree has there (not the whole trees)."""
+    paths = [
+        [jax.tree_util.keystr(p) or "<root>" for p, _ in jax.tree_util.tree_flatten_with_path(t)[0]]
+        for t in (state, new_state)
+    ]
+    old, new = paths
+    missing = [p for p in old if p not in set(new)]
+    extra = [p for p in new if p not in set(old)]
+    if missing and extra:
+        return f"state's leaf {missing[0]} is not in train_op, which has {extra[0]} instead"
+    if missing:
+        return f"train_op lacks state's leaf {missing[0]} ({len(missing)} leaves missing)"
+    if extra:
+        return f"train_op has the leaf {extra[0]}, which state lacks ({len(extra)} leaves more)"
+    return (
+        f"the same leaf paths in containers of other types (state: {type(state).__name__}, "
+        f"train_op: {type(new_state).__name__}; a tuple for a list, a dict for a dataclass?)"
+    )
+
+
 def check_new_state(state: Any, new_state: Any) -> Any:
     """Check that ``new_state`` (train_op) matches ``state`` leaf by leaf; return it with
     each leaf cast to the old leaf's exact dtype (so a scan carry keeps its type).
@@ -164,8 +186,7 @@ def check_new_state(state: Any, new_state: Any) -> Any:
     new_leaves, new_def = jax.tree_util.tree_flatten(new_state)
     if old_def != new_def:
         raise ValueError(
-            "train_op (the new state) must have the tree structure of state; "
-            f"state is {old_def}, train_op is {new_def}."
+            f"train_op (the new state) must have the tree structure of state; {first_difference(state, new_state)}."
         )
     out = []
     for (path, old), new in zip(old_paths, new_leaves, strict=True):

@@ -8,6 +8,7 @@ from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
+from jaxspec.store import summaries
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
 
 _log = logging.getLogger("jaxspec")
@@ -86,10 +87,13 @@ class CheckpointSaverHook(SessionRunHook):
             listener.begin()
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        """Count time and steps from here (TF saves at creation; the restored or initial
-        state needs no new checkpoint here: it is either on disk or recreated)."""
-        self._timer.update_last_triggered_step(int(session.global_step))
-        self._saved_step = int(session.global_step)
+        """Save the state training starts from, as TF does ("Saving checkpoints for 0
+        into ..." on a fresh start), so an early failure leaves a checkpoint; a resumed
+        step is on disk already and not written again. Listeners are called either way,
+        as in TF. Count time and steps from here."""
+        step = int(session.global_step)
+        self._timer.update_last_triggered_step(step)
+        self._save(session, step, with_extras=False)  # no batch trained yet: no input position
 
     def due_at(self, step: int) -> bool:
         """Whether a save is due at global step ``step`` (seconds counted up to now)."""
@@ -124,13 +128,14 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             listener.end(session, step)
 
-    def _save(self, session: Any, step: int) -> tuple[SavedCheckpoint | None, bool]:
+    def _save(self, session: Any, step: int, with_extras: bool = True) -> tuple[SavedCheckpoint | None, bool]:
         """Save ``step``: the save's record (None when none started) and whether a
         listener's ``after_save`` asked to stop."""
         for listener in self._listeners:
             listener.before_save(session, step)
-        extras = self._extras(step) if self._extras is not None else None
+        extras = self._extras(step) if self._extras is not None and with_extras else None
         saved = self._store.save(step, session.state, extras=extras)
+        summaries.flush_all()  # a kill after this checkpoint loses none of the summaries before it
         if saved is not None:
             _log.info("Saving checkpoints for %d into %s.", step, self._store.directory)
         self._saved_step = step

@@ -21,6 +21,7 @@ from jaxspec.engine.mesh import (
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
 from jaxspec.loop.call_cache import ModeCache
+from jaxspec.loop.trace_notes import TraceNotes
 from jaxspec.mode_keys import ModeKeys
 
 
@@ -55,6 +56,7 @@ class CompiledLoop:
         self.abstract_state = abstract_state
         self.step_key = step_key
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
+        self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
         if cache.jitted is None:
             # Built once per Estimator and mode, for the state's shardings (the loop keeps
             # the state's layout; they are the same on every call of one Estimator).
@@ -105,20 +107,26 @@ class CompiledLoop:
         stacked), so the spec's hooks and scaffold exist before the first step runs; the
         lowering is compiled when a loop of that shape first runs. Returns the SpecParts
         of the mode's first trace."""
+        self.notes.first(batch_args)
         specs = self._specs(steps, batch_args)
         sig = shape_signature(specs[3:])
         if sig not in self._cache.compiled and sig not in self._cache.lowered:
-            self._cache.lowered[sig] = self._jitted.lower(*specs)
+            with self.notes.noting(batch_args, None):
+                self._cache.lowered[sig] = self._jitted.lower(*specs)
         return self._cache.parts
 
-    def _compile(self, batch_args: tuple[Any, ...]) -> Any:
+    def _compile(self, batch_args: tuple[Any, ...], global_step: int | None = None) -> Any:
         """The executable for these batch shapes, kept across calls of the same Estimator
         (model_fn is traced once per mode and shape signature; XLA compiles once)."""
         sig = shape_signature(batch_args)
         compiled = self._cache.compiled.get(sig)
         if compiled is None:
-            lowered = self._cache.lowered.pop(sig, None) or self._jitted.lower(*self._specs(None, batch_args))
-            compiled = self._cache.compiled[sig] = lowered.compile()
+            with self.notes.noting(batch_args, global_step):
+                lowered = self._cache.lowered.pop(sig, None)
+                if lowered is None:
+                    self.notes.retrace(batch_args, global_step)
+                    lowered = self._jitted.lower(*self._specs(None, batch_args))
+                compiled = self._cache.compiled[sig] = lowered.compile()
         return compiled
 
     def dispatch(
@@ -133,8 +141,11 @@ class CompiledLoop:
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         if self._device_step is None or self._device_step[0] != global_step:
             self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
-        out = self._compile(device_args)(state, self._device_step[1], self.step_key, *device_args)
+        out = self._compile(device_args, global_step)(
+            state, self._device_step[1], self.step_key, *device_args
+        )
+        steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
+        self.notes.steps_dispatched += steps
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
-            steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
             self._device_step = (global_step + steps, out.step)
         return out

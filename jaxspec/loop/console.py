@@ -12,6 +12,10 @@ Where the output goes is decided once per call, from the ``jaxspec`` logger:
 - no logging configured, stderr not a terminal (pipes, CI): the same lines as records
   would give, written to stderr in logging's basic format (``INFO:jaxspec:...``).
 
+With no logging configured, the ``jaxspec`` logger's other INFO records (hooks' lines
+such as LoggingTensorHook's, "Saving checkpoints for N", the restore and input-position
+notices) go where the progress goes while a call runs: above the bar, or as lines.
+
 While a call runs, loggers of the libraries jaxspec calls (``absl``, which Orbax logs
 through, and ``tensorflow``) that the program left at NOTSET are raised to WARNING, and a
 stand-in for logging's last-resort handler sits on the root logger when it has none, so
@@ -65,7 +69,7 @@ def mode() -> str:
 
 
 def _only_stand_in() -> bool:
-    return logging.root.handlers == [_last_resort] and not _log.handlers
+    return logging.root.handlers == [_last_resort] and all(h is _records for h in _log.handlers)
 
 
 def _isatty(stream: Any) -> bool:
@@ -73,6 +77,61 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+class _ShownRecords(logging.Handler):
+    """INFO records of the ``jaxspec`` logger, shown where the running call's progress
+    goes (only installed while no logging is configured): above the bar on a terminal,
+    else as a line in logging's basic format. WARNING and above are left to logging."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.addFilter(lambda record: record.levelno < logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        bar = _current[-1]._bar if _current else None
+        if bar is not None:
+            bar.console.print(record.getMessage(), markup=False, highlight=False)
+        else:
+            _lines.handle(record)
+
+
+_records = _ShownRecords()
+
+
+class _Shown:
+    """The ``jaxspec`` logger opened to INFO (when left at NOTSET) with ``_records`` on it,
+    for the outermost call whose console is a bar or lines."""
+
+    depth = 0
+    raised = False
+
+    @classmethod
+    def enter(cls, where: str) -> None:
+        cls.depth += 1
+        if cls.depth > 1 or where not in (BAR, LINES):
+            return
+        _log.addHandler(_records)
+        cls.raised = _log.level == logging.NOTSET
+        if cls.raised:
+            _log.setLevel(logging.INFO)
+
+    @classmethod
+    def exit(cls) -> None:
+        cls.depth -= 1
+        if cls.depth:
+            return
+        if _records in _log.handlers:
+            _log.removeHandler(_records)
+        if cls.raised and _log.level == logging.INFO:
+            _log.setLevel(logging.NOTSET)
+        cls.raised = False
+
+
+def _orbax_pacing(record: logging.LogRecord) -> bool:
+    """False for Orbax's advice to checkpoint less often (a save waited for the one
+    before it): the cadence is RunConfig's, as in tf.estimator, not Orbax's to judge."""
+    return not str(record.msg).startswith("Waiting for previous save to complete")
 
 
 class _Quiet:
@@ -90,6 +149,7 @@ class _Quiet:
         cls.raised = [lg for lg in cls.raised if lg.level == logging.NOTSET]
         for lg in cls.raised:
             lg.setLevel(logging.WARNING)
+        logging.getLogger("absl").addFilter(_orbax_pacing)
         if not logging.root.handlers:
             logging.root.addHandler(_last_resort)
 
@@ -102,6 +162,7 @@ class _Quiet:
             if lg.level == logging.WARNING:
                 lg.setLevel(logging.NOTSET)
         cls.raised = []
+        logging.getLogger("absl").removeFilter(_orbax_pacing)
         if _last_resort in logging.root.handlers:
             logging.root.removeHandler(_last_resort)
 
@@ -196,9 +257,11 @@ def running(what: str, total: int | None = None, unit: str = "steps") -> Iterato
     with quiet_libraries():
         progress = Progress(what, total, unit)
         _current.append(progress)
+        _Shown.enter(progress.mode)
         try:
             yield progress
         finally:
+            _Shown.exit()
             _current.remove(progress)
             progress.close()
 

@@ -208,4 +208,5 @@ def checkpoint_extras(
     """``global_step -> {file name: bytes}``: the input position to save with the
     checkpoint of a global step of a train call that started at ``start_step``."""
     per_step = batches_per_step(feeder)
-    return lambda step: position.extras((step - start_step) * per_step)
+    # short batches skipped on the mesh were read and not trained on: past them is right
+    return lambda step: position.extras((step - start_step) * per_step + feeder.skipped_batches)

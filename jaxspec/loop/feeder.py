@@ -67,8 +67,9 @@ class StepFeeder:
     a short batch runs at its own shape (one more compilation), so nothing is padded. On
     the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
     would change the loss) a short first batch raises ValueError, and a later short batch
-    (or, with PER_HOST_V2, an input ending part-way through a step) ends the input there,
-    leaving its rows unused, with a warning.
+    is skipped and training goes on with the batches after it (one warning per call
+    naming its rows; ``skipped_batches`` counts them, for the saved input position).
+    With PER_HOST_V2, an input ending part-way through a step ends the input there.
     """
 
     def __init__(
@@ -81,7 +82,8 @@ class StepFeeder:
         on_mesh: bool | None = None,
     ) -> None:
         self._it = batches
-        self._ended = False  # a short training batch on the mesh ended the input
+        self.skipped_batches = 0  # short training batches skipped on the mesh, this call
+        self.skipped_rows = 0
         self._mode = mode
         on_mesh = num_replicas > 1 if on_mesh is None else on_mesh
         # BROADCAST hands every replica the whole batch: nothing to split.
@@ -161,19 +163,27 @@ class StepFeeder:
             return step
         if self._queued:
             return self._queued.pop(0)
-        if self._ended:
-            return None
-        try:
-            return self._next_step()
-        except _ShortTrainingBatch as short:
-            self._ended = True  # the input ends at the short batch, whatever the loop size
+        while True:
+            try:
+                return self._next_step()
+            except _ShortTrainingBatch as short:
+                self._skip(short.rows)
+
+    def _skip(self, rows: int) -> None:
+        """A short training batch on the mesh: not trained on, training goes on with the
+        next batch; the first of a call is named in a warning."""
+        self.skipped_batches += 1
+        self.skipped_rows += rows
+        if self.skipped_batches == 1:
             _log.warning(
-                "A training batch of %d rows is shorter than a full one; on the mesh every step needs "
-                "full batches, so training ends before it (its rows are not trained on). Use "
-                "drop_remainder=True or repeat the data.",
-                short.rows,
+                "Skipped a training batch of %d rows, shorter than a full one (%d rows): on the mesh "
+                "every step needs full batches, so its %d rows are not trained on and training goes on "
+                "with the next batch. Later short batches of this call are skipped too, without another "
+                "warning. Batch with drop_remainder=True to drop them on purpose.",
+                rows,
+                self._rows,
+                rows,
             )
-            return None
 
     def _next_step(self) -> tuple[Batch, np.ndarray] | None:
         if not self._per_replica_input:
@@ -191,7 +201,10 @@ class StepFeeder:
             batch = self._pull()
             if batch is None:
                 break
-            parts.append(_own(self._padded(batch)))  # kept while the next part is read
+            try:
+                parts.append(_own(self._padded(batch)))  # kept while the next part is read
+            except _ShortTrainingBatch as short:
+                self._skip(short.rows)
         if not parts:
             return None
         if len(parts) < self._replicas:

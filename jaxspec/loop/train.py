@@ -25,6 +25,7 @@ from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined, run_read_ahead
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
+from jaxspec.loop.replica_check import ReplicaCheck
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import NEVER, SessionRunHook
 from jaxspec.store import summaries
@@ -194,9 +195,7 @@ def _run_train(
         summaries.close_all()  # every event is on disk when train returns
     # The next call starts from memory if this is still on disk.
     call.remember(call.global_step)
-    if preemption.triggered:
-        _log.warning("Training stopped by SIGTERM at global step %d; checkpoint saved.", call.global_step)
-        raise SystemExit(0)
+    preemption.exit_if_triggered(call.global_step)  # SystemExit(143) after a SIGTERM
 
 
 def _loops(
@@ -217,6 +216,7 @@ def _loops(
     call, loop = phase.state, phase.loop
     duration = phase.plan.loop_duration_secs
     loops, start, started_at = 0, call.global_step, time.perf_counter()
+    replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
     ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
 
@@ -229,6 +229,7 @@ def _loops(
                 preemption.triggered or not state_free_after(runner.hooks, first, own=(ProgressHook,))
             ):
                 return NOT_AHEAD  # the host reads this state first: no loop takes it yet
+            replicas.after_loop(state, first)  # before the next loop takes the state
         n = (
             phase.iterations_per_loop
             if last_step is None
@@ -257,6 +258,8 @@ def _loops(
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead=True)
+    if call.state is not None:
+        replicas.finish(call.state, call.global_step)
 
 
 def _account(

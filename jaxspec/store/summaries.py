@@ -1,4 +1,13 @@
-"""TensorBoard event files (through tensorboardX), written by process 0 only."""
+"""TensorBoard event files (through tensorboardX), written by process 0 only.
+
+Training's scalars (``write_scalars``: the loss, ``global_step/sec``, ...) go into an
+event file written in the caller's thread and flushed to the operating system at
+tf.estimator's cadence (its FileWriter's ``flush_secs=120``, checked at each write) and
+by ``flush_all()``, which every checkpoint save calls: a process killed with SIGKILL
+loses no summary older than its last checkpoint. The ``SummaryWriter`` of ``writer()``
+(``jaxspec.summary``) writes from tensorboardX's thread; ``flush_all()`` flushes what
+that thread has written.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,10 @@ from typing import Any
 import jax
 import numpy as np
 
+FLUSH_SECS = 120.0  # tf.estimator's FileWriter default (FileWriterCache)
+
 _writers: dict[str, Any] = {}
+_scalar_files: dict[str, _ScalarFile] = {}
 _lock = threading.Lock()
 _last_ns = 0
 
@@ -42,6 +54,39 @@ def _scalar_items(scalars: dict[str, Any]) -> list[tuple[str, float]]:
     return items
 
 
+class _ScalarFile:
+    """One event file of scalars, written synchronously (tensorboardX's ``EventsWriter``,
+    no thread or queue), flushed every ``FLUSH_SECS`` and on ``flush()``."""
+
+    def __init__(self, logdir: str, suffix: str) -> None:
+        from tensorboardX.event_file_writer import EventsWriter
+
+        os.makedirs(logdir, exist_ok=True)
+        self._events = EventsWriter(os.path.join(logdir, "events"), suffix)  # writes file_version
+        self._flushed = time.monotonic()
+        self._pending = True
+
+    def write(self, step: int, items: list[tuple[str, float]]) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        now = time.time()
+        for name, value in items:
+            self._events.write_event(Event(summary=scalar(name, value), step=step, wall_time=now))
+        self._pending = True
+        if time.monotonic() - self._flushed >= FLUSH_SECS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._events.flush()
+            self._pending = False
+        self._flushed = time.monotonic()
+
+    def close(self) -> None:
+        self._events.close()
+
+
 def writer(logdir: str) -> Any:
     """A cached ``tensorboardX.SummaryWriter`` for ``logdir`` (one per directory)."""
     from tensorboardX import SummaryWriter
@@ -54,13 +99,28 @@ def writer(logdir: str) -> Any:
 
 def write_scalars(logdir: str, step: int, scalars: dict[str, Any]) -> None:
     """Queue each scalar-valued entry of ``scalars`` at ``step``; non-scalar values are
-    skipped. Only process 0 writes (the chief, as tf.estimator). The writer flushes on
-    its own schedule; train and evaluate close every writer when they end."""
+    skipped. Only process 0 writes (the chief, as tf.estimator). The file is flushed
+    every ``FLUSH_SECS``, at each checkpoint (``flush_all``) and when train and
+    evaluate close every writer at their end."""
     if jax.process_index() != 0:
         return
-    w = writer(logdir)
-    for name, value in _scalar_items(scalars):
-        w.add_scalar(name, value, global_step=int(step))
+    items = _scalar_items(scalars)
+    with _lock:
+        if logdir not in _scalar_files:
+            _scalar_files[logdir] = _ScalarFile(logdir, _suffix())
+        _scalar_files[logdir].write(int(step), items)
+
+
+def flush_all() -> None:
+    """Put every event written so far in this process into the operating system's hands
+    (a SIGKILL then loses none): training's scalar files, and what the SummaryWriters'
+    threads have written. Called at every checkpoint save."""
+    with _lock:
+        files, writers = list(_scalar_files.values()), list(_writers.values())
+        for f in files:
+            f.flush()
+    for w in writers:
+        w.flush()
 
 
 def write_event_file(logdir: str, step: int, scalars: dict[str, Any]) -> None:
@@ -97,6 +157,9 @@ def close(logdir: str) -> None:
     new event file, as each tf.estimator train/evaluate call does)."""
     with _lock:
         w = _writers.pop(logdir, None)
+        f = _scalar_files.pop(logdir, None)
+        if f is not None:
+            f.close()
     if w is not None:
         w.close()
 
@@ -107,3 +170,6 @@ def close_all() -> None:
         for w in _writers.values():
             w.close()
         _writers.clear()
+        for f in _scalar_files.values():
+            f.close()
+        _scalar_files.clear()
