@@ -209,12 +209,17 @@ def test_the_saver_defers_a_save_while_the_state_is_with_the_loop_ahead(tmp_path
     class Values:
         results = 2
 
-    hook.after_create_session(Context.session, None)
-    assert hook.due_at(2) and not hook.due_at(1)
-    hook.after_run(Context(), Values())  # due, but the state went to the loop ahead
-    assert store.all_steps() == [] and hook.due_at(2)  # nothing saved, still due
     Context.session.state = {"w": jnp.arange(3.0)}
+    hook.after_create_session(Context.session, None)  # saves step 0, as tf.estimator's
+    store.wait()
+    assert store.all_steps() == [0]
+    assert hook.due_at(2) and not hook.due_at(1)
+    Context.session.state = None
+    hook.after_run(Context(), Values())  # due, but the state went to the loop ahead
+    store.wait()
+    assert store.all_steps() == [0] and hook.due_at(2)  # nothing saved, still due
+    Context.session.state = {"w": jnp.arange(3.0) + 3}
     Values.results = 3
     hook.after_run(Context(), Values())  # the next loop's state: saved at its step
     store.wait()
-    assert store.all_steps() == [3]
+    assert store.all_steps() == [0, 3]

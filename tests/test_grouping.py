@@ -150,7 +150,7 @@ def test_every_jaxspec_hook_sees_the_same_steps_and_values(tmp_path, monkeypatch
         )
     plain, grouped = runs[False], runs[True]
     assert plain["step"] == 22  # the early-stopping hook's 4th decision
-    assert plain["checkpoints"] == [8, 16, 22]
+    assert plain["checkpoints"] == [0, 8, 16, 22]  # step 0: saved when the session is created
     assert plain["counter"] == [6, 11, 16, 21]  # the first trigger (step 1) starts the clock
     assert [s for s, _ in plain["sums"]] == list(range(1, 23, 3))
     assert [t.split("gs = ")[1] for t in plain["logged"]] == ["1", "7", "13", "19"]
