@@ -24,12 +24,13 @@ X = RNG.standard_normal((40 * BATCH, WIDTH)).astype(np.float32)
 Y = (X @ np.linspace(-1.0, 1.0, WIDTH) + 0.3).astype(np.float32)
 
 
-def _expected(steps: int) -> list[tuple[np.ndarray, float]]:
-    """(w, b) after each of ``steps`` SGD-momentum steps on consecutive batches of BATCH."""
+def _expected(steps: int | list[int]) -> list[tuple[np.ndarray, float]]:
+    """(w, b) after each of ``steps`` SGD-momentum steps on consecutive batches of BATCH
+    (or on the batches of the given indices, in order)."""
     w, b = np.zeros(WIDTH, np.float64), 0.0
     mw, mb = np.zeros(WIDTH), 0.0
     out = []
-    for s in range(steps):
+    for s in range(steps) if isinstance(steps, int) else steps:
         x, y = X[s * BATCH : (s + 1) * BATCH].astype(np.float64), Y[s * BATCH : (s + 1) * BATCH]
         r = x @ w + b - y
         gw, gb = 2 * x.T @ r / BATCH, 2 * r.mean()
@@ -223,3 +224,20 @@ def test_the_saver_defers_a_save_while_the_state_is_with_the_loop_ahead(tmp_path
     hook.after_run(Context(), Values())  # the next loop's state: saved at its step
     store.wait()
     assert store.all_steps() == [0, 3]
+
+
+@pytest.mark.parametrize("kind", ["one device", "2-D mesh"])
+def test_an_open_predict_generator_survives_a_train_call(tmp_path, kind):
+    """tf.estimator's predict generator keeps its own variables: a train call on the same
+    Estimator while it is open (which starts from the state predict holds) must not
+    donate that state from under it."""
+    est = _estimator(str(tmp_path), kind)
+    est.train(_input_fn, steps=2)
+    w2 = est.get_variable_value("params/w")
+    predictions = est.predict(_input_fn, yield_single_examples=False)
+    first = next(predictions)["y"]
+    est.train(_input_fn, steps=3)  # from the state kept in memory; its input starts again
+    rest = np.concatenate([p["y"] for p in predictions])
+    np.testing.assert_allclose(first, X[:BATCH] @ w2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rest, X[BATCH:] @ w2, rtol=1e-5, atol=1e-5)  # still step 2's
+    np.testing.assert_allclose(est.get_variable_value("params/w"), _expected([0, 1, 0, 1, 2])[-1][0], rtol=2e-5, atol=2e-6)

@@ -60,6 +60,8 @@ class EstimatorCache:
       last_abstract_state: the abstract state of the latest call (its tree is reused
         when the next call's matches, so compiled executables still fit).
       live: the state the last call ended with, or None.
+      readers: predict generators of this Estimator still open: they may hold ``live``'s
+        state, so a train call takes a copy of it instead (training donates its state).
     """
 
     keys: dict[int, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
@@ -68,6 +70,7 @@ class EstimatorCache:
     abstract_states: dict[Any, Any] = dataclasses.field(default_factory=dict)
     last_abstract_state: Any = None
     live: LiveState | None = None
+    readers: int = 0
 
     def keys_for(self, seed: int | None) -> tuple[Any, Any]:
         """init_fn's and the steps' random keys, split from ``PRNGKey(seed or 0)`` once

@@ -81,6 +81,7 @@ def _run_predict(
         _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
     phase.prefetch(None)
+    plan.compile_cache.readers += 1  # a train call meanwhile must not donate this state
     try:
         log_every, done, logged, examples = plan.config.log_step_count_steps, 0, 0, 0
         while True:
@@ -110,4 +111,5 @@ def _run_predict(
                 break
         runner.end()
     finally:
+        plan.compile_cache.readers -= 1
         phase.close()

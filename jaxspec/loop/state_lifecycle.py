@@ -36,6 +36,11 @@ def _strong(x: Any) -> Any:
     return arr.astype(jax.dtypes.canonicalize_dtype(arr.dtype), copy=False)
 
 
+def _device_copy(x: Any) -> Any:
+    """A new buffer with ``x``'s values and sharding (``x`` itself when not an array)."""
+    return jax.device_put(x, x.sharding, may_alias=False) if isinstance(x, jax.Array) else x
+
+
 def previous_treedef_matches(previous: Any, current: Any) -> bool:
     """Same tree, up to the identity of objects in its metadata (closures such as an
     optax transformation's functions are new objects on each init_fn call)."""
@@ -191,7 +196,10 @@ class StateLifecycle:
             self.state = self._shared.live.state
             if self.mode == ModeKeys.TRAIN:
                 # Training donates this state to its first loop: the kept copy ends here
-                # (the call remembers its own final state).
+                # (the call remembers its own final state). An open predict generator may
+                # still read it: then training takes a copy.
+                if self._shared.readers:
+                    self.state = jax.tree.map(_device_copy, self.state)
                 self._shared.live = None
             return
         if self.checkpoint_path is not None:
