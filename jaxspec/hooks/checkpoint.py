@@ -93,7 +93,11 @@ class CheckpointSaverHook(SessionRunHook):
         as in TF. Count time and steps from here."""
         step = int(session.global_step)
         self._timer.update_last_triggered_step(step)
-        self._save(session, step, with_extras=False)  # no batch trained yet: no input position
+        saved, _ = self._save(session, step, with_extras=False)  # no batch trained: no input position
+        if saved is not None:
+            # Written before the first loop runs: the host copy Orbax writes from is freed
+            # before training allocates, so host memory peaks as with one save.
+            self._store.wait()
 
     def due_at(self, step: int) -> bool:
         """Whether a save is due at global step ``step`` (seconds counted up to now)."""
