@@ -65,9 +65,9 @@ def test_grouped_parameters_equal_single_steps_and_a_hand_loop(tmp_path, monkeyp
     out, dispatched = {}, []
     real = CompiledLoop.dispatch
 
-    def counting(self, state, global_step, *args):
+    def counting(self, state, global_step, *args, **kwargs):
         dispatched.append(int(np.shape(jax.tree.leaves(args)[0])[0]))
-        return real(self, state, global_step, *args)
+        return real(self, state, global_step, *args, **kwargs)
 
     monkeypatch.setattr(CompiledLoop, "dispatch", counting)
     for grouped in (True, False):
@@ -278,9 +278,9 @@ def test_grouped_evaluate_equals_one_batch_per_run(tmp_path, monkeypatch, steps,
     results, lines, dispatched = {}, {}, []
     real = CompiledLoop.dispatch
 
-    def counting(self, state, global_step, *args):
+    def counting(self, state, global_step, *args, **kwargs):
         dispatched.append(int(np.shape(jax.tree.leaves(args)[0])[0]))
-        return real(self, state, global_step, *args)
+        return real(self, state, global_step, *args, **kwargs)
 
     monkeypatch.setattr(CompiledLoop, "dispatch", counting)
     for grouped in (True, False):

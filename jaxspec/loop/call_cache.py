@@ -40,6 +40,8 @@ class ModeCache:
     lowered: dict[Any, Any] = dataclasses.field(default_factory=dict)
     compiled: dict[Any, Any] = dataclasses.field(default_factory=dict)
     parts: SpecParts | None = None
+    jitted_keep: Any = None  # TRAIN: the loop without donation, for loops dispatched ahead
+    compiled_keep: dict[Any, Any] = dataclasses.field(default_factory=dict)
 
     def record(self, parts: SpecParts) -> None:
         """The engine's ``record``: keep the first trace's SpecParts."""

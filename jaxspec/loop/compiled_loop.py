@@ -57,18 +57,16 @@ class CompiledLoop:
         self.step_key = step_key
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
+        # Built once per Estimator and mode, for the state's shardings (the loop keeps
+        # the state's layout; they are the same on every call of one Estimator).
+        shardings = jax.tree.map(lambda s: s.sharding, abstract_state)
+        self._build = {
+            ModeKeys.TRAIN: lambda: engine.train_loop(shardings, cache.record),
+            ModeKeys.EVAL: lambda: engine.eval_loop(cache.record),
+            ModeKeys.PREDICT: lambda: engine.predict_loop(cache.record),
+        }[self.mode]
         if cache.jitted is None:
-            # Built once per Estimator and mode, for the state's shardings (the loop keeps
-            # the state's layout; they are the same on every call of one Estimator).
-            shardings = jax.tree.map(lambda s: s.sharding, abstract_state)
-            cache.jitted = _jit(
-                {
-                    ModeKeys.TRAIN: lambda: engine.train_loop(shardings, cache.record),
-                    ModeKeys.EVAL: lambda: engine.eval_loop(cache.record),
-                    ModeKeys.PREDICT: lambda: engine.predict_loop(cache.record),
-                }[self.mode](),
-                donate_state=self.mode == ModeKeys.TRAIN,  # evaluate and predict keep it
-            )
+            cache.jitted = _jit(self._build(), donate_state=self.mode == ModeKeys.TRAIN)
         self._jitted = cache.jitted
 
     def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
@@ -129,21 +127,39 @@ class CompiledLoop:
                 compiled = self._cache.compiled[sig] = lowered.compile()
         return compiled
 
+    def _keeping(self, batch_args: tuple[Any, ...]) -> Any:
+        """The TRAIN executable that does not donate the state, for these batch shapes:
+        for a loop dispatched ahead while the host may still read the state it starts
+        from. Jitted and compiled on first use (model_fn traced once more; the hooks of
+        the first trace stay the ones used)."""
+        if self._cache.jitted_keep is None:
+            self._cache.jitted_keep = _jit(self._build(), donate_state=False)
+        sig = shape_signature(batch_args)
+        compiled = self._cache.compiled_keep.get(sig)
+        if compiled is None:
+            lowered = self._cache.jitted_keep.lower(*self._specs(None, batch_args))
+            compiled = self._cache.compiled_keep[sig] = lowered.compile()
+        return compiled
+
     def dispatch(
-        self, state: Any, global_step: int, *host_args: Any
+        self, state: Any, global_step: int, *host_args: Any, keep_state: bool = False
     ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),
         asynchronously: JAX returns before the devices finish. In TRAIN ``state`` is
-        donated: read nothing from it afterwards (the output's state replaces it).
+        donated: read nothing from it afterwards (the output's state replaces it), unless
+        ``keep_state`` (then the loop writes its state to new buffers).
         Returns the engine's TrainLoopOut, EvalLoopOut or PredictLoopOut."""
         specs = self._input_specs(host_args)
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         if self._device_step is None or self._device_step[0] != global_step:
             self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
-        out = self._compile(device_args, global_step)(
-            state, self._device_step[1], self.step_key, *device_args
+        executable = (
+            self._keeping(device_args)
+            if keep_state and self.mode == ModeKeys.TRAIN
+            else self._compile(device_args, global_step)
         )
+        out = executable(state, self._device_step[1], self.step_key, *device_args)
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
         self.notes.steps_dispatched += steps
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices

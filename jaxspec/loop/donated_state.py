@@ -1,12 +1,12 @@
-"""When the training loop may dispatch a loop ahead: the state it donates.
+"""Whether a loop dispatched ahead may take (donate) the state it starts from.
 
 A training loop donates its state (``CompiledLoop``): once loop k+1 is dispatched from
-loop k's output state, that state is gone from the devices. Dispatching ahead (see
-``jaxspec.loop.pipeline``) is therefore allowed only after a loop whose output state the
+loop k's output state, that state is gone from the devices. A loop dispatched ahead (see
+``jaxspec.loop.pipeline``) therefore donates only after a loop whose output state the
 host will not read: no hook needs ``session.state`` and no hook may stop training at that
 step (a stop keeps the state of the step it was requested at). Hooks of unknown kinds (a
-user's own SessionRunHook) may do either at any step, so with one of them the loop never
-dispatches ahead; this gives up overlap, never memory or correctness.
+user's own SessionRunHook) may do either at any step, so with one of them the loop ahead
+keeps the state (``CompiledLoop.dispatch(keep_state=True)``).
 """
 
 from __future__ import annotations

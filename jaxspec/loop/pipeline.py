@@ -53,7 +53,7 @@ def run_pipelined(
     account: Account,
     before_run: Callable[[], None],
     pipelined: bool,
-    finish_ahead: bool = False,
+    finish_ahead: Callable[[InFlight], bool] | None = None,
 ) -> None:
     """Run loops until the input ends or ``account`` asks to stop.
 
@@ -63,8 +63,9 @@ def run_pipelined(
       before_run: the hooks' ``before_run`` for the next loop.
       pipelined: dispatch loop k+1 before accounting for loop k (where ``dispatch``
         does not answer NOT_AHEAD).
-      finish_ahead: on a stop at loop k, account for the loop dispatched ahead too
-        instead of dropping it (training, whose loop ahead took loop k's state).
+      finish_ahead: ``finish_ahead(loop k)`` True: on a stop at loop k, account for the
+        loop dispatched ahead too instead of dropping it (training, when the loop ahead
+        took loop k's donated state).
 
     Raises:
       Whatever ``dispatch`` or ``account`` raise; an error of the dispatch ahead only
@@ -79,7 +80,12 @@ def run_pipelined(
             except Exception as err:  # input_fn's error: raised once this loop is accounted for
                 deferred = err
         if account(current):
-            if finish_ahead and ahead is not None and ahead is not NOT_AHEAD:
+            if (
+                finish_ahead is not None
+                and ahead is not None
+                and ahead is not NOT_AHEAD
+                and finish_ahead(current)
+            ):
                 before_run()
                 account(ahead)
             return  # otherwise a loop dispatched ahead is dropped

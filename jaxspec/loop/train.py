@@ -198,6 +198,11 @@ def _run_train(
     preemption.exit_if_triggered(call.global_step)  # SystemExit(143) after a SIGTERM
 
 
+def _save_due(hooks: list[Any], step: int) -> bool:
+    """Whether a CheckpointSaverHook saves at ``step`` (seconds counted up to now)."""
+    return any(isinstance(h, CheckpointSaverHook) and h.due_at(step) for h in hooks)
+
+
 def _loops(
     phase: Phase,
     runner: HookRunner,
@@ -225,10 +230,8 @@ def _loops(
             first, state = call.global_step, call.state
         else:
             first, state = previous.first + previous.steps, previous.out.state
-            if before_run is None and (
-                preemption.triggered or not state_free_after(runner.hooks, first, own=(ProgressHook,))
-            ):
-                return NOT_AHEAD  # the host reads this state first: no loop takes it yet
+            if before_run is None and (preemption.triggered or _save_due(runner.hooks, first)):
+                return NOT_AHEAD  # a save reads this state first, at one state's memory
             replicas.after_loop(state, first)  # before the next loop takes the state
         n = (
             phase.iterations_per_loop
@@ -238,11 +241,15 @@ def _loops(
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
+        keep = False
         if before_run is not None:
             before_run()
         elif previous is not None:
-            ahead_took[:] = [previous]
-        return InFlight(first, group.steps, loop.dispatch(state, first, *group.args))
+            # A hook may read this state (or stop here): the loop ahead keeps it.
+            keep = not state_free_after(runner.hooks, first, own=(ProgressHook,))
+            if not keep:
+                ahead_took[:] = [previous]
+        return InFlight(first, group.steps, loop.dispatch(state, first, *group.args, keep_state=keep))
 
     def account(current: InFlight) -> bool:
         nonlocal loops
@@ -257,7 +264,10 @@ def _loops(
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
-    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead=True)
+    def finish_ahead(current: InFlight) -> bool:  # the loop ahead took current's state
+        return bool(ahead_took) and ahead_took[-1] is current
+
+    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead)
     if call.state is not None:
         replicas.finish(call.state, call.global_step)
 
