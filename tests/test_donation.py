@@ -240,4 +240,6 @@ def test_an_open_predict_generator_survives_a_train_call(tmp_path, kind):
     rest = np.concatenate([p["y"] for p in predictions])
     np.testing.assert_allclose(first, X[:BATCH] @ w2, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(rest, X[BATCH:] @ w2, rtol=1e-5, atol=1e-5)  # still step 2's
-    np.testing.assert_allclose(est.get_variable_value("params/w"), _expected([0, 1, 0, 1, 2])[-1][0], rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(
+        est.get_variable_value("params/w"), _expected([0, 1, 0, 1, 2])[-1][0], rtol=2e-5, atol=2e-6
+    )
