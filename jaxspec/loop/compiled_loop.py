@@ -113,32 +113,29 @@ class CompiledLoop:
                 self._cache.lowered[sig] = self._jitted.lower(*specs)
         return self._cache.parts
 
-    def _compile(self, batch_args: tuple[Any, ...], global_step: int | None = None) -> Any:
+    def _compile(
+        self, batch_args: tuple[Any, ...], global_step: int | None = None, keep_state: bool = False
+    ) -> Any:
         """The executable for these batch shapes, kept across calls of the same Estimator
-        (model_fn is traced once per mode and shape signature; XLA compiles once)."""
+        (model_fn is traced once per mode and shape signature; XLA compiles once). With
+        ``keep_state`` (TRAIN only) the one that does not donate the state, for a loop
+        dispatched ahead while the host may still read the state it starts from: jitted
+        and compiled on first use (model_fn traced once more; the first trace's hooks
+        stay the ones used)."""
         sig = shape_signature(batch_args)
-        compiled = self._cache.compiled.get(sig)
+        done = self._cache.compiled_keep if keep_state else self._cache.compiled
+        compiled = done.get(sig)
         if compiled is None:
             with self.notes.noting(batch_args, global_step):
-                lowered = self._cache.lowered.pop(sig, None)
+                lowered = None if keep_state else self._cache.lowered.pop(sig, None)
                 if lowered is None:
-                    self.notes.retrace(batch_args, global_step)
-                    lowered = self._jitted.lower(*self._specs(None, batch_args))
-                compiled = self._cache.compiled[sig] = lowered.compile()
-        return compiled
-
-    def _keeping(self, batch_args: tuple[Any, ...]) -> Any:
-        """The TRAIN executable that does not donate the state, for these batch shapes:
-        for a loop dispatched ahead while the host may still read the state it starts
-        from. Jitted and compiled on first use (model_fn traced once more; the hooks of
-        the first trace stay the ones used)."""
-        if self._cache.jitted_keep is None:
-            self._cache.jitted_keep = _jit(self._build(), donate_state=False)
-        sig = shape_signature(batch_args)
-        compiled = self._cache.compiled_keep.get(sig)
-        if compiled is None:
-            lowered = self._cache.jitted_keep.lower(*self._specs(None, batch_args))
-            compiled = self._cache.compiled_keep[sig] = lowered.compile()
+                    if keep_state and self._cache.jitted_keep is None:
+                        self._cache.jitted_keep = _jit(self._build(), donate_state=False)
+                    elif not keep_state:
+                        self.notes.retrace(batch_args, global_step)
+                    jitted = self._cache.jitted_keep if keep_state else self._jitted
+                    lowered = jitted.lower(*self._specs(None, batch_args))
+                compiled = done[sig] = lowered.compile()
         return compiled
 
     def dispatch(
@@ -154,11 +151,8 @@ class CompiledLoop:
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
         if self._device_step is None or self._device_step[0] != global_step:
             self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
-        executable = (
-            self._keeping(device_args)
-            if keep_state and self.mode == ModeKeys.TRAIN
-            else self._compile(device_args, global_step)
-        )
+        keep = keep_state and self.mode == ModeKeys.TRAIN
+        executable = self._compile(device_args, global_step, keep_state=keep)
         out = executable(state, self._device_step[1], self.step_key, *device_args)
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
         self.notes.steps_dispatched += steps
