@@ -9,9 +9,9 @@ The bookkeeping that keeps this invisible to hooks lives here, once:
 - an error reading loop k+1's input is raised only once loop k is accounted for (its
   hooks, logs and checkpoints have seen it);
 - a stop requested at loop k drops loop k+1's results, so every hook, log and
-  checkpoint sees exactly the steps that count (in evaluate; training, whose loop ahead
-  took loop k's donated state, dispatches ahead only where nothing can stop it, and on
-  SIGTERM accounts for the loop ahead before it stops: ``finish_ahead``).
+  checkpoint sees exactly the steps that count (training's loop ahead donates loop k's
+  state only where no hook can stop it; on a SIGTERM it is accounted for before the
+  stop: ``finish_ahead``).
 """
 
 from __future__ import annotations
