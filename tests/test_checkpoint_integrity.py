@@ -16,7 +16,7 @@ import pytest
 from jaxspec.errors import DataLossError
 from jaxspec.store import checkpoint_integrity as integrity
 from jaxspec.store.checkpoints import CheckpointStore
-from tools.format1_checkpoints import format1_state
+from tools.old_format_checkpoints import old_format_state
 
 FORMAT1 = os.path.join(os.path.dirname(__file__), "data", "checkpoints_format1")
 
@@ -29,11 +29,11 @@ def old_model_dir(tmp_path):
 
 
 def _target(step: int):
-    return jax.tree.map(jax.numpy.asarray, format1_state(step))
+    return jax.tree.map(jax.numpy.asarray, old_format_state(step))
 
 
 def _assert_equal_state(restored, step: int) -> None:
-    want = format1_state(step)
+    want = old_format_state(step)
     np.testing.assert_array_equal(np.asarray(restored["params"]["w"]), want["params"]["w"])
     np.testing.assert_array_equal(np.asarray(restored["params"]["b"]), want["params"]["b"])
     assert int(restored["step"]) == step
