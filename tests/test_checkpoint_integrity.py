@@ -1,5 +1,6 @@
-"""Integrity records: CRC-32 per process, the first format (SHA-256) still read, damage to
-any kind of file of an old checkpoint still detected."""
+"""Integrity records: CRC-32C per piece and per process; the earlier formats (1: SHA-256,
+2: zlib CRC-32) still read, and damage to any kind of file of an old checkpoint still
+detected."""
 
 from __future__ import annotations
 
@@ -7,24 +8,27 @@ import json
 import logging
 import os
 import shutil
-import zlib
 
 import jax
 import numpy as np
 import pytest
+from tensorboardX import crc32c as table_crc32c
 
 from jaxspec.errors import DataLossError
 from jaxspec.store import checkpoint_integrity as integrity
 from jaxspec.store.checkpoints import CheckpointStore
 from tools.old_format_checkpoints import old_format_state
 
-FORMAT1 = os.path.join(os.path.dirname(__file__), "data", "checkpoints_format1")
+DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-@pytest.fixture
-def old_model_dir(tmp_path):
+@pytest.fixture(params=[1, 2])
+def old_model_dir(tmp_path, request):
+    """A model_dir written by an earlier jaxspec, with records of format 1 or 2."""
     model_dir = str(tmp_path / "old")
-    shutil.copytree(FORMAT1, model_dir)
+    shutil.copytree(os.path.join(DATA, f"checkpoints_format{request.param}"), model_dir)
+    with open(os.path.join(model_dir, "checkpoints", "7", integrity.DIGEST_FILE)) as f:
+        assert json.load(f).get("format", 1) == request.param  # what that jaxspec wrote
     return model_dir
 
 
@@ -39,9 +43,7 @@ def _assert_equal_state(restored, step: int) -> None:
     assert int(restored["step"]) == step
 
 
-def test_a_checkpoint_with_a_first_format_record_restores(old_model_dir):
-    with open(os.path.join(old_model_dir, "checkpoints", "7", integrity.DIGEST_FILE)) as f:
-        assert json.load(f)["format"] == 1  # the fixture is what the previous jaxspec wrote
+def test_a_checkpoint_with_an_earlier_format_record_restores(old_model_dir):
     store = CheckpointStore(old_model_dir)
     assert store.all_steps() == [3, 7] and store.latest_step() == 7
     _assert_equal_state(store.restore(7, _target(7)), 7)
@@ -55,7 +57,7 @@ def _flip(path: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["corrupt", "truncate", "delete"])
-def test_first_format_records_still_find_damage_in_every_file(old_model_dir, caplog, how):
+def test_earlier_format_records_still_find_damage_in_every_file(old_model_dir, caplog, how):
     """Every file an old record lists, damaged in turn: step 7 is named and step 3 used."""
     step_dir = os.path.join(old_model_dir, "checkpoints", "7")
     with open(os.path.join(step_dir, integrity.DIGEST_FILE)) as f:
@@ -78,23 +80,55 @@ def test_first_format_records_still_find_damage_in_every_file(old_model_dir, cap
     assert CheckpointStore(old_model_dir).latest_step() == 7
 
 
-def test_a_new_record_holds_the_crc32_of_every_file(tmp_path):
+def _crc32c_by_table(data: bytes) -> str:
+    """CRC-32C of ``data`` by tensorboardX's byte-at-a-time table (pure Python)."""
+    return f"{table_crc32c.crc_finalize(table_crc32c.crc_update(table_crc32c.CRC_INIT, data)):08x}"
+
+
+@pytest.mark.parametrize("piece_bytes", [integrity.PIECE_BYTES, 1000])
+def test_a_new_record_holds_the_crc32c_of_every_piece_of_every_file(tmp_path, monkeypatch, piece_bytes):
+    monkeypatch.setattr(integrity, "PIECE_BYTES", piece_bytes)
     store = CheckpointStore(str(tmp_path))
-    store.save(1, {"w": jax.numpy.arange(300.0), "n": jax.numpy.int32(4)})
+    w = jax.random.normal(jax.random.key(0), (3000,))  # about 12 KB on disk: several small pieces
+    store.save(1, {"w": w, "n": jax.numpy.int32(4)})
     store.wait()
     step_dir = store.path(1)
     with open(os.path.join(step_dir, integrity.DIGEST_FILE)) as f:
         record = json.load(f)
-    assert record["format"] == 2 and record["checksum"] == "crc32" and record["process"] == 0
+    assert record["format"] == 3 and record["checksum"] == "crc32c" and record["process"] == 0
+    assert record["piece_bytes"] == piece_bytes
     on_disk = {
         os.path.relpath(os.path.join(root, n), step_dir)
         for root, _, names in os.walk(step_dir)
         for n in names
     } - {integrity.DIGEST_FILE, "_CHECKPOINT_METADATA", "commit_success.txt"}
     assert set(record["files"]) == on_disk
-    for rel, (size, crc) in record["files"].items():
+    pieces = 0
+    for rel, (size, sums) in record["files"].items():
         data = open(os.path.join(step_dir, rel), "rb").read()
-        assert size == len(data) and crc == f"{zlib.crc32(data):08x}", rel
+        want = [_crc32c_by_table(data[i : i + piece_bytes]) for i in range(0, max(len(data), 1), piece_bytes)]
+        assert size == len(data) and sums == want, rel
+        pieces += len(sums)
+    assert pieces > len(record["files"]) if piece_bytes == 1000 else pieces == len(record["files"])
+    assert integrity.damage(step_dir) is None
+
+
+def test_damage_in_any_piece_of_a_file_is_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(integrity, "PIECE_BYTES", 128)
+    step_dir = _two_process_dir(str(tmp_path / "5"))
+    path = os.path.join(step_dir, "default/d/aa")
+    integrity.write_digest(step_dir, 0)
+    monkeypatch.setattr(integrity, "PIECE_BYTES", 1 << 20)  # the record's own piece size is used
+    pristine = open(path, "rb").read()
+    assert len(pristine) == 500  # four pieces in the record
+    for at in (0, 127, 128, 300, len(pristine) - 1):
+        data = bytearray(pristine)
+        data[at] ^= 0x01
+        open(path, "wb").write(bytes(data))
+        assert (
+            integrity.damage(step_dir) == "default/d/aa does not hold the bytes that were written (corrupted)"
+        )
+    open(path, "wb").write(pristine)
     assert integrity.damage(step_dir) is None
 
 
@@ -143,7 +177,7 @@ def test_each_process_records_only_its_own_files_and_every_record_is_checked(tmp
     assert integrity.damage(step_dir) is None
 
 
-def test_an_explicit_damaged_first_format_checkpoint_is_a_data_loss_error(old_model_dir):
+def test_an_explicit_damaged_earlier_format_checkpoint_is_a_data_loss_error(old_model_dir):
     step_dir = os.path.join(old_model_dir, "checkpoints", "3")
     data = [
         os.path.join(root, n)
