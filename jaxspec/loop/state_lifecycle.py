@@ -94,7 +94,7 @@ class StateLifecycle:
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
             self.store.refresh()  # another writer may have added a checkpoint
-            return self.store.latest_step()
+            return self.store.latest_step(collective=True)  # every process looks, each at its own files
         name = os.path.basename(os.path.normpath(os.fspath(checkpoint_path)))
         if not name.isdigit():
             raise ValueError(f"checkpoint_path {checkpoint_path!r} is not a checkpoint step directory.")

@@ -8,7 +8,9 @@ name, so the record is as atomic as the checkpoint), a record of the files it wr
 their sizes and CRC-32 checksums. Process 0's record is ``jaxspec_digest.json`` (files
 without a process in their name, and its own ``ocdbt.process_0``/``*.process_0.*``
 files); process ``p > 0`` writes ``jaxspec_digest.process_<p>.json`` for the files that
-name it. A check verifies every record present. The two files Orbax writes when it
+name it. A check verifies every record present, or, when several processes check
+together, each process its own record (``damage(directory, process_index)``) and the
+verdicts are combined by the caller. The two files Orbax writes when it
 commits (after the callback) are checked by form instead. A checkpoint without process
 0's record (written by an older jaxspec) is judged by whether Orbax can read its
 metadata; records of the first format (SHA-256) are still verified as they were written.
@@ -129,6 +131,13 @@ def _checksums(jobs: list[_Job]) -> list[str]:
         return list(pool.map(run, jobs))
 
 
+def _final_name(rel: str) -> str:
+    """``rel`` as it is named once Orbax commits: a process other than 0 records its
+    files while the item directory still has its temporary name (``default.orbax-
+    checkpoint-tmp...``)."""
+    return "/".join(re.sub(re.escape(_TMP_SUFFIX) + ".*", "", part) for part in rel.split("/"))
+
+
 def write_digest(directory: str, process_index: int = 0) -> None:
     """Write process ``process_index``'s record in ``directory``: ``{relative path: [bytes,
     [crc32c hex of each piece of PIECE_BYTES]]}`` of the files it wrote (to a temporary
@@ -138,7 +147,7 @@ def write_digest(directory: str, process_index: int = 0) -> None:
     jobs = [_pieces(os.path.join(directory, rel), size, piece) for rel, size in zip(rels, sizes, strict=True)]
     sums = iter(_checksums([job for file_jobs in jobs for job in file_jobs]))
     files = {
-        rel: [size, [next(sums) for _ in file_jobs]]
+        _final_name(rel): [size, [next(sums) for _ in file_jobs]]
         for rel, size, file_jobs in zip(rels, sizes, jobs, strict=True)
     }
     record = {
@@ -169,17 +178,24 @@ def has_digest(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, DIGEST_FILE))
 
 
-def damage(directory: str) -> str | None:
+def damage(directory: str, process_index: int | None = None) -> str | None:
     """What is wrong with the checkpoint in ``directory`` according to its records (the
     first file that is missing, of another size or of other content), or None when every
     recorded file matches. None too when there is no record of process 0 (the caller
     judges those). A record of another process that is missing leaves its files
-    unchecked, as a checkpoint without records is."""
+    unchecked, as a checkpoint without records is.
+
+    Args:
+      directory: a checkpoint step directory.
+      process_index: check only the files of this process's record (and, for process 0,
+        the two files Orbax writes when it commits); None checks every record.
+    """
     if not os.path.isfile(os.path.join(directory, DIGEST_FILE)):
         return None
+    own = None if process_index is None else record_name(process_index)
     entries: list[tuple[str, int, list[_Job], list[str]]] = []  # (file, bytes, jobs, their sums)
     for name in sorted(os.listdir(directory)):
-        if not _RECORD.fullmatch(name):
+        if not _RECORD.fullmatch(name) or own not in (None, name):
             continue
         try:
             with open(os.path.join(directory, name)) as f:
@@ -198,7 +214,7 @@ def damage(directory: str) -> str | None:
     for rel, _, jobs, expected in entries:
         if [next(sums) for _ in jobs] != expected:
             return f"{rel} does not hold the bytes that were written (corrupted)"
-    return _commit_damage(directory)
+    return _commit_damage(directory) if process_index in (None, 0) else None
 
 
 def _recorded(directory: str, record: dict) -> list[tuple[str, int, list[_Job], list[str]]]:

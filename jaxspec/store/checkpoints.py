@@ -151,21 +151,42 @@ class CheckpointStore:
             keep_time_interval=keep_every,
             create=True,
             enable_async_checkpointing=True,
-            async_options=ocp.AsyncOptions(post_finalization_callback=self._finalized),
+            async_options=ocp.AsyncOptions(
+                post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()
+            ),
         )
         self.directory = checkpoint_dir(model_dir)
         # (step, extra files) of the saves Orbax is finalising, oldest first.
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
-        self._verdicts: dict[int, tuple[Any, str | None]] = {}  # step -> (file signature, damage)
+        # (step, process checked or None for all) -> (file signature, damage)
+        self._verdicts: dict[tuple[int, int | None], tuple[Any, str | None]] = {}
         self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
         )
 
+    def _barrier_fn(self) -> Any:
+        """With several processes, Orbax's barrier wrapped so that a process other than 0
+        writes its own files and record (``_finalized``) when its part of a save is on
+        disk: at the barrier every process reaches before process 0 commits (Orbax calls
+        the post-finalisation callback on process 0 only). None (Orbax's own) with one."""
+        if jax.process_count() == 1:
+            return None
+        barrier = ocp.multihost.get_barrier_sync_fn()
+
+        def sync(*, key: str, timeout_ms: int) -> None:
+            if "async_write_complete" in key and jax.process_index() > 0:  # its writes are done
+                self._finalized()
+            barrier(key=key, timeout_ms=timeout_ms)
+
+        return sync
+
     def _finalized(self) -> None:
-        """Orbax's post-finalisation callback (a background thread): digest the checkpoint
-        just written, before its directory takes its final name. Never raises: a checkpoint
-        without a digest is still judged by its metadata."""
+        """Write this process's extra files and record of the checkpoint just written,
+        before its directory takes its final name: process 0 in Orbax's post-finalisation
+        callback, the others at the barrier before it (``_barrier_fn``); a background
+        thread. Never raises: a checkpoint without a record is still judged by its
+        metadata, one without another process's record leaves those files unchecked."""
         with self._lock:
             step, extras = self._saving.popleft() if self._saving else (None, {})
         if step is None:
@@ -181,20 +202,24 @@ class CheckpointStore:
         except OSError as err:
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
 
-    def damage(self, step: int) -> str | None:
+    def damage(self, step: int, collective: bool = False) -> str | None:
         """What makes the checkpoint of ``step`` unreadable, or None when it is intact (its
-        files match its digest; without a digest, Orbax can read its metadata)."""
+        files match its records; without records, Orbax can read its metadata).
+
+        Args:
+          step: the checkpoint's global step.
+          collective: every process calls this together (in the same order): each checks
+            only the files it wrote and the verdicts are combined (one all-gather), so that
+            all agree. False: this process checks every file (it may be called by one
+            process alone).
+        """
         path = self.path(step)
-        sig = integrity.signature(path)
-        cached = self._verdicts.get(step)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        if not os.path.isdir(path):
-            verdict: str | None = "its directory is missing"
-        elif integrity.has_digest(path):
-            verdict = integrity.damage(path)
-        else:
-            verdict = self._metadata_damage(step)
+        together = collective and jax.process_count() > 1
+        verdict = self._own_verdict(step, path, jax.process_index() if together else None)
+        if together:
+            first = _first_process_with(verdict is not None)
+            if verdict is None and first is not None:
+                verdict = f"process {first} found one of its files damaged (its log names the file)"
         if verdict is not None:
             _log.warning(
                 "The checkpoint at global step %d (%s) cannot be read: %s; an earlier one is used.",
@@ -202,7 +227,22 @@ class CheckpointStore:
                 path,
                 verdict,
             )
-        self._verdicts[step] = (sig, verdict)
+        return verdict
+
+    def _own_verdict(self, step: int, path: str, process_index: int | None) -> str | None:
+        """``integrity.damage`` of this process's files (``process_index``) or of all
+        (None), remembered while the directory's file signature stays the same."""
+        sig = integrity.signature(path)
+        cached = self._verdicts.get((step, process_index))
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        if not os.path.isdir(path):
+            verdict: str | None = "its directory is missing"
+        elif integrity.has_digest(path):
+            verdict = integrity.damage(path, process_index)
+        else:
+            verdict = self._metadata_damage(step)
+        self._verdicts[(step, process_index)] = (sig, verdict)
         return verdict
 
     def _metadata_damage(self, step: int) -> str | None:
@@ -213,17 +253,22 @@ class CheckpointStore:
             return f"its metadata cannot be read ({type(err).__name__}: {str(err)[:200]})"
         return None
 
-    def latest_step(self) -> int | None:
+    def latest_step(self, collective: bool = False) -> int | None:
         """The global step of the newest intact checkpoint, or None when there is none.
 
         A damaged newer one is named in a warning (step, path, what is wrong) and skipped.
+
+        Args:
+          collective: every process calls this together; each checks only its own files
+            (see ``damage``). Training, evaluation and prediction look for their
+            checkpoint this way; a call from one process alone must leave it False.
 
         Raises:
           DataLossError: there are checkpoints, but none is intact.
         """
         steps = self.all_steps()
         for step in reversed(steps):
-            if self.damage(step) is None:
+            if self.damage(step, collective) is None:
                 return step
         if steps:
             raise DataLossError(
@@ -237,10 +282,12 @@ class CheckpointStore:
         to ``model_dir/checkpoints_damaged/`` (kept, never deleted), so training continues
         from the intact one and can save those steps again. Returns that step (or None).
 
+        Every process calls it together (each checks its own files; see ``damage``).
+
         Raises:
           DataLossError: there are checkpoints, but none is intact.
         """
-        latest = self.latest_step()
+        latest = self.latest_step(collective=True)
         newer = [s for s in self.all_steps() if latest is None or s > latest]
         if newer and jax.process_index() == 0:
             model_dir = os.path.dirname(self.directory)
@@ -380,6 +427,15 @@ class CheckpointStore:
     def close(self) -> None:
         """Finish pending saves and release the manager."""
         self._manager.close()
+
+
+def _first_process_with(flag: bool) -> int | None:
+    """The lowest index of a process whose ``flag`` is true (None: no process's): a
+    collective, every process calls it in the same order."""
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.asarray([flag], np.int32))).reshape(-1)
+    return int(np.argmax(flags)) if flags.any() else None
 
 
 @contextlib.contextmanager
