@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxspec
 from jaxspec.hooks.checkpoint import CheckpointSaverHook
+from jaxspec.loop import donated_state
 from jaxspec.store.checkpoints import CheckpointStore
 
 LR, MOMENTUM, WIDTH, BATCH = 0.05, 0.9, 8, 16
@@ -153,8 +154,16 @@ class _StateReader(jaxspec.SessionRunHook):
         self.seen.append((int(session.global_step), np.array(session.state.params["w"])))
 
 
+@pytest.mark.parametrize("second_state", ["affordable", "too large"])
 @pytest.mark.parametrize("kind", ["one device", "2-D mesh"])
-def test_a_hook_reading_session_state_after_every_loop_sees_valid_values(tmp_path, kind):
+def test_a_hook_reading_session_state_after_every_loop_sees_valid_values(
+    tmp_path, monkeypatch, kind, second_state
+):
+    """Ahead of a user's hook the loop keeps its state (a non-donating executable) while
+    a second state is small; a larger one is not dispatched ahead (only the donating
+    executable runs). The hook reads the right values either way."""
+    if second_state == "too large":
+        monkeypatch.setattr(donated_state, "KEEP_AHEAD_MAX_BYTES", 0)
     ipl = 1 if kind == "one device" else 2
     reader = _StateReader()
     est = _estimator(str(tmp_path), kind, iterations_per_loop=ipl)
@@ -163,6 +172,15 @@ def test_a_hook_reading_session_state_after_every_loop_sees_valid_values(tmp_pat
     assert [s for s, _ in reader.seen] == list(range(ipl, 7, ipl))
     for step, w in reader.seen:
         np.testing.assert_allclose(w, expected[step - 1][0], rtol=2e-5, atol=2e-6)
+    keeping = est._compile_cache.modes["train"].compiled_keep
+    assert bool(keeping) == (second_state == "affordable")
+
+
+def test_state_bytes_per_device_counts_the_most_loaded_device():
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("replica", "core"))
+    split = jax.device_put(np.zeros((8, 6), np.float32), jax.sharding.NamedSharding(mesh, P(None, "core")))
+    whole = jax.device_put(np.zeros(10, np.float32), jax.sharding.NamedSharding(mesh, P()))
+    assert donated_state.state_bytes_per_device({"a": split, "b": whole, "c": 3}) == 8 * 3 * 4 + 10 * 4
 
 
 @pytest.mark.parametrize("kind", ["one device", "2-D mesh"])

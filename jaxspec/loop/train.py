@@ -18,7 +18,7 @@ from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import console, data_position
-from jaxspec.loop.donated_state import state_free_after
+from jaxspec.loop.donated_state import KeepAhead, state_free_after
 from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
@@ -224,6 +224,7 @@ def _loops(
     replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
     ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
+    own, affordable = (ProgressHook,), KeepAhead()
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> Any:
         if previous is None:
@@ -232,6 +233,11 @@ def _loops(
             first, state = previous.first + previous.steps, previous.out.state
             if before_run is None and (preemption.triggered or _save_due(runner.hooks, first)):
                 return NOT_AHEAD  # a save reads this state first, at one state's memory
+        # Ahead of a hook that may read this state (or stop here), the loop keeps it.
+        keep = before_run is None and previous is not None and not state_free_after(runner.hooks, first, own)
+        if keep and not affordable.second_state(state):
+            return NOT_AHEAD  # a second state would not fit: run after the hooks instead
+        if previous is not None:
             replicas.after_loop(state, first)  # before the next loop takes the state
         n = (
             phase.iterations_per_loop
@@ -241,14 +247,10 @@ def _loops(
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
-        keep = False
         if before_run is not None:
             before_run()
-        elif previous is not None:
-            # A hook may read this state (or stop here): the loop ahead keeps it.
-            keep = not state_free_after(runner.hooks, first, own=(ProgressHook,))
-            if not keep:
-                ahead_took[:] = [previous]
+        elif previous is not None and not keep:
+            ahead_took[:] = [previous]
         return InFlight(first, group.steps, loop.dispatch(state, first, *group.args, keep_state=keep))
 
     def account(current: InFlight) -> bool:

@@ -8,7 +8,11 @@ and ``session.run(fetches)``), and ``fetches`` name values the compiled step ret
 
 ``session.state`` is valid while the hook runs: the training loop donates it to its next
 loop (JAX's buffer donation, where TF kept variables in place), so a hook that keeps state
-values past ``after_run`` copies them (``np.asarray``, ``jax.device_get``).
+values past ``after_run`` copies them (``np.asarray``, ``jax.device_get``). A hook of
+the user's own kind may read the state after any loop, so the next loop is dispatched
+ahead of it (overlapping the hook's host work) only while a second copy of the state is
+small (32 MiB per device on CPU, 1/16 of an accelerator's memory); a larger state waits
+for the hook, so the devices still hold one state.
 
 Step grouping (a JAX addition): a hook may say, through ``next_required_step``, which
 global steps it must see. A plain Estimator then runs the steps between the ones any

@@ -15,12 +15,12 @@ commits (after the callback) are checked by form instead. A checkpoint without p
 0's record (written by an older jaxspec) is judged by whether Orbax can read its
 metadata; records of the first format (SHA-256) are still verified as they were written.
 
-CRC-32C (the ``crc32c`` package, which uses the CPU's CRC instruction) instead of a
-cryptographic hash: a record guards against damage, not tampering. At about 10 GB/s per
+CRC-32C (Google's ``google-crc32c``, which uses the CPU's CRC instruction) instead of a
+cryptographic hash: a record guards against damage, not tampering. At about 9 GB/s per
 core here (``zlib.crc32``: 3 GB/s; SHA-256: 0.4 GB/s) the check adds a few percent to a
 save or a restore instead of doubling it. Each file is checksummed in pieces of
 ``PIECE_BYTES``, one checksum per piece, and the pieces of all files are checked in
-parallel threads (``crc32c`` releases the GIL), so one large file of a checkpoint does not
+parallel threads (``google-crc32c`` releases the GIL), so one large file of a checkpoint does not
 keep the check on one core. Records of the earlier formats are still verified as they were
 written: format 1 (SHA-256 of each file), format 2 (``zlib`` CRC-32 of each file).
 """
@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import crc32c
+import google_crc32c
 
 _log = logging.getLogger("jaxspec")
 
@@ -87,22 +87,21 @@ def _files(directory: str, process_index: int) -> list[str]:
 _Job = tuple[str, int, int, Callable[[str, int, int], str]]
 
 
-def _reading(path: str, offset: int, length: int, update: Callable[[memoryview, int], int]) -> int:
+def _reading(path: str, offset: int, length: int, update: Callable[[bytes, int], int]) -> int:
     """``update`` folded over ``length`` bytes of ``path`` from ``offset`` (``length``
-    -1: to the end), read in ``_CHUNK`` pieces into one buffer."""
-    value, buf = 0, bytearray(_CHUNK)
-    view = memoryview(buf)
+    -1: to the end), read ``_CHUNK`` bytes at a time."""
+    value = 0
     with open(path, "rb", buffering=0) as f:
         f.seek(offset)
         left = length
-        while left != 0 and (n := f.readinto(buf if left < 0 or left >= _CHUNK else view[:left])):
-            value = update(view[:n], value)
-            left -= n if left > 0 else 0
+        while left != 0 and (data := f.read(_CHUNK if left < 0 else min(_CHUNK, left))):
+            value = update(data, value)
+            left -= len(data) if left > 0 else 0
     return value
 
 
 def _crc32c(path: str, offset: int, length: int) -> str:
-    return f"{_reading(path, offset, length, lambda b, v: crc32c.crc32c(b, v)):08x}"
+    return f"{_reading(path, offset, length, lambda b, v: google_crc32c.extend(v, b)):08x}"
 
 
 def _crc32(path: str, offset: int, length: int) -> str:  # format 2: zlib's CRC-32
