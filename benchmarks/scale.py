@@ -20,8 +20,8 @@ Both sides, each in its own subprocess (so that peak RSS is the side's own):
 * ``ckpt``: one state on the mesh, saved and restored alternately by Orbax's own
   ``CheckpointManager`` (``StandardSave``/``StandardRestore``) and by jaxspec's
   ``CheckpointStore`` (``save`` + ``wait``; a fresh store's ``latest_step`` + ``restore``:
-  the integrity record written and checked), the median of ``--repeats`` (sides
-  alternating which goes first);
+  the integrity record written and checked), ``--repeats`` times, the sides alternating
+  which goes first: the ratio is the median of each repeat's jaxspec / Orbax;
 * ``imports``: only the imports and the backend: the RSS every figure is taken above.
 
 Per row: device bytes (``memory_analysis()`` of the compiled train loop: arguments +
@@ -322,6 +322,20 @@ def _jaxspec_save_restore(state: Any, model_dir: str, step: int) -> tuple[float,
     return save_s, restore_s
 
 
+def _integrity_check_s(model_dir: str, step: int) -> float:
+    """The integrity check alone (every record of the step read and verified), as a
+    restore runs it first: its own share of jaxspec's restore (and, as the record is
+    computed the same way, of its save)."""
+    from jaxspec.store import checkpoint_integrity
+    from jaxspec.store.checkpoints import checkpoint_dir
+
+    t0 = time.perf_counter()
+    problem = checkpoint_integrity.damage(os.path.join(checkpoint_dir(model_dir), str(step)))
+    if problem is not None:
+        raise RuntimeError(f"the benchmark's checkpoint is damaged: {problem}")
+    return time.perf_counter() - t0
+
+
 def run_ckpt(n: int, k: int, repeats: int, workdir: str) -> dict[str, Any]:
     """Save and restore times of Orbax's own manager and of jaxspec's store on the same
     state, the side going first alternating; the median of ``repeats`` each (and the
@@ -333,6 +347,7 @@ def run_ckpt(n: int, k: int, repeats: int, workdir: str) -> dict[str, Any]:
         "jaxspec_save": [],
         "orbax_restore": [],
         "jaxspec_restore": [],
+        "jaxspec_check": [],
     }
     sides = [("orbax", _orbax_save_restore), ("jaxspec", _jaxspec_save_restore)]
     for r in range(repeats):
@@ -341,6 +356,8 @@ def run_ckpt(n: int, k: int, repeats: int, workdir: str) -> dict[str, Any]:
             save_s, restore_s = side(state, directory, r + 1)
             times[f"{name}_save"].append(save_s)
             times[f"{name}_restore"].append(restore_s)
+            if name == "jaxspec":
+                times["jaxspec_check"].append(_integrity_check_s(directory, r + 1))
             shutil.rmtree(directory)
     return {
         "times_s": times,
@@ -407,6 +424,7 @@ def measure_row(
     ours["rss_above_imports"] = ours["peak_rss"] - base_rss
     hand["save_s"], ours["save_s"] = ckpt["orbax_save_s"], ckpt["jaxspec_save_s"]
     hand["restore_s"], ours["restore_s"] = ckpt["orbax_restore_s"], ckpt["jaxspec_restore_s"]
+    ours["check_s"] = ckpt["jaxspec_check_s"]  # the integrity check alone (in save and restore)
     n = side_n(mib)
     row = {
         "devices": hand["devices"],
@@ -420,6 +438,12 @@ def measure_row(
         "ckpt_times_s": ckpt["times_s"],
     }
     row["ratio"] = _ratios(row)
+    # Save and restore: the median of each repeat's own ratio (the two sides of a repeat
+    # run back to back, so a slow moment of the machine weighs on both).
+    for m in ("save", "restore"):
+        times = ckpt["times_s"]
+        pairs = [j / o for j, o in zip(times[f"jaxspec_{m}"], times[f"orbax_{m}"], strict=True)]
+        row["ratio"][f"{m}_s"] = statistics.median(pairs)
     return row
 
 
@@ -430,7 +454,8 @@ def _print_row(row: dict[str, Any]) -> None:
         f"device {j['device_bytes'] / MiB:8.1f}/{h['device_bytes'] / MiB:8.1f} MiB x{r['device_bytes']:.2f} | "
         f"rss+ {j['rss_above_imports'] / MiB:7.0f}/{h['rss_above_imports'] / MiB:7.0f} MiB "
         f"x{r['rss_above_imports']:.2f} | save {j['save_s']:.2f}/{h['save_s']:.2f} x{r['save_s']:.2f} | "
-        f"restore {j['restore_s']:.2f}/{h['restore_s']:.2f} x{r['restore_s']:.2f} | "
+        f"restore {j['restore_s']:.2f}/{h['restore_s']:.2f} x{r['restore_s']:.2f} "
+        f"(check {j['check_s']:.3f} s, {j['check_s'] / h['restore_s']:.1%}) | "
         f"train {j['train_s']:.2f}/{h['train_s']:.2f} x{r['train_s']:.2f} | "
         f"loop {j['loop_s']:.3f}/{h['loop_s']:.3f} x{r['loop_s']:.2f} | "
         f"loss {j['final_loss']:.6g}/{h['final_loss']:.6g}",
