@@ -4,6 +4,9 @@ compiled loop; numbers, hook calls, summaries and checkpoints equal one step per
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import types
 
 import jax
 import numpy as np
@@ -12,9 +15,12 @@ import pytest
 
 import jaxspec
 from jaxspec.hooks import basic as basic_hooks
+from jaxspec.hooks import timer
 from jaxspec.loop.compiled_loop import CompiledLoop
 from jaxspec.loop.grouping import split_sizes
+from jaxspec.loop.hook_runner import HookRunner
 from jaxspec.spec.hooks import NEVER, required_step
+from jaxspec.store.checkpoints import CheckpointStore
 from tests.helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
 
 BATCH = 16
@@ -43,6 +49,11 @@ def _data(rows=400):
 
 def _hand_params(x, y, steps):
     """The same model trained by hand: one jitted step per batch, in order."""
+    return _hand_params_at(x, y, [steps])[steps]
+
+
+def _hand_params_at(x, y, at):
+    """``{step: params after that many hand steps}`` for each step of ``at``, from one run."""
     state = init_fn(None, {"x": x[:BATCH]})
 
     @jax.jit
@@ -53,10 +64,13 @@ def _hand_params(x, y, steps):
         return state.apply_gradients(grads=jax.grad(loss_fn)(state.params))
 
     starts = [s for s in range(0, len(x), BATCH)]
-    for i in range(steps):
+    out = {}
+    for i in range(max(at)):
         s = starts[i % len(starts)]
         state = step(state, x[s : s + BATCH], y[s : s + BATCH])
-    return state.params
+        if i + 1 in at:
+            out[i + 1] = jax.device_get(state.params)
+    return out
 
 
 @pytest.mark.parametrize("steps", [37, 64])
@@ -292,10 +306,124 @@ def test_grouped_evaluate_equals_one_batch_per_run(tmp_path, monkeypatch, steps,
             results[grouped] = est.evaluate(batches_input_fn(x, y, BATCH), steps=steps)
         lines[grouped] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation [")]
         n = 24 if steps is None else steps
-        # grouped: 23 full batches as 16 + 4 + 2 + 1, then the short one (its own shape)
-        expected = ([16, 4, 2, 1, 1] if steps is None else [8, 2, 1]) if grouped else [1] * n
+        # grouped: loops of 8, 8, then 16 asked for: the 7 full batches left as 4 + 2 + 1,
+        # then the short one (its own shape); 11 steps: 8, then 3 as 2 + 1
+        expected = ([8, 8, 4, 2, 1, 1] if steps is None else [8, 2, 1]) if grouped else [1] * n
         assert dispatched == expected
     assert results[True].keys() == results[False].keys()
     for key, value in results[False].items():
         assert results[True][key] == pytest.approx(value, rel=1e-5), key
     assert lines[True] == lines[False]
+
+
+KERNEL = "params/params/Dense_0/kernel"  # the first layer's kernel in a checkpoint
+
+
+def _order(monkeypatch):
+    """Records ("dispatch", first global step) and ("after_run", global step) in order."""
+    events = []
+    dispatch, after_run = CompiledLoop.dispatch, HookRunner.after_run
+
+    def recording_dispatch(self, state, global_step, *args, **kwargs):
+        events.append(("dispatch", int(global_step)))
+        return dispatch(self, state, global_step, *args, **kwargs)
+
+    def recording_after_run(self, values, state, global_step, *args, **kwargs):
+        events.append(("after_run", int(global_step)))
+        return after_run(self, values, state, global_step, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledLoop, "dispatch", recording_dispatch)
+    monkeypatch.setattr(HookRunner, "after_run", recording_after_run)
+    return events
+
+
+class _EveryTen(jaxspec.SessionRunHook):
+    """A user's hook that says its steps (10, 20, ...) and reads the state there."""
+
+    def __init__(self):
+        self.seen = []
+
+    def next_required_step(self, global_step):
+        return (global_step // 10 + 1) * 10
+
+    def after_run(self, run_context, run_values):
+        session = run_context.session
+        self.seen.append((session.global_step, np.array(session.state.params["params"]["Dense_0"]["kernel"])))
+
+
+def test_grouped_loops_are_dispatched_ahead_where_no_hook_reads_the_state(tmp_path, monkeypatch):
+    """tf.estimator's default hooks (progress every 10 steps, a seconds saver): loop k+1
+    is dispatched before loop k's after_run (the state goes to the loop ahead). With a
+    user's hook that may read the state, loop k+1 is dispatched after it, and the hook
+    reads the state of its step. Both train the hand loop's parameters."""
+    x, y = _data(10 * BATCH)  # 10 batches: each call's input restarts where the hand loop's cycle does
+    events = _order(monkeypatch)
+    est = _estimator(tmp_path, True, log_step_count_steps=10, save_summary_steps=10)
+    est.train(batches_input_fn(x, y, BATCH, repeat=True), steps=40)
+    # loop 1 runs as scans of 8 and 2 steps; every later loop is dispatched ahead
+    assert events == [
+        ("dispatch", 0),
+        ("dispatch", 8),
+        *[e for s in (10, 20, 30) for e in (("dispatch", s), ("after_run", s))],
+        ("after_run", 40),
+    ]
+    hand_at = _hand_params_at(x, y, [40, 50, 60, 70])
+    np.testing.assert_allclose(
+        est.get_variable_value(KERNEL), hand_at[40]["params"]["Dense_0"]["kernel"], rtol=1e-4, atol=1e-5
+    )
+    events.clear()
+    reader = _EveryTen()
+    est.train(batches_input_fn(x, y, BATCH, repeat=True), hooks=[reader], steps=30)
+    assert events == [e for s in (40, 50, 60) for e in (("dispatch", s), ("after_run", s + 10))]
+    assert [s for s, _ in reader.seen] == [50, 60, 70]
+    for step, kernel in reader.seen:
+        hand = hand_at[step]["params"]["Dense_0"]["kernel"]
+        np.testing.assert_allclose(kernel, hand, rtol=1e-4, atol=1e-5, err_msg=str(step))
+
+
+def test_a_seconds_saver_saves_the_state_of_its_step_with_loops_ahead(tmp_path, monkeypatch):
+    """``save_checkpoints_secs=2`` on a clock that moves one second per reading: a save
+    falls due when a loop ahead is about to be dispatched (that loop then waits for the
+    save), so saves come at steps 20 and 40 (and 0 and the final 60), each holding the
+    hand loop's parameters of its step: no save read a state a loop ahead had taken."""
+    ticks = iter(range(1, 1000))
+    monkeypatch.setattr(timer, "time", types.SimpleNamespace(time=lambda: float(next(ticks))))
+    x, y = _data()
+    est = _estimator(
+        tmp_path,
+        True,
+        log_step_count_steps=10,
+        save_summary_steps=10,
+        save_checkpoints_secs=2,
+        keep_checkpoint_max=None,
+    )
+    est.train(batches_input_fn(x, y, BATCH, repeat=True), steps=60)
+    store = CheckpointStore(str(tmp_path))
+    assert sorted(store.all_steps()) == [0, 20, 40, 60]
+    hand_at = _hand_params_at(x, y, [20, 40, 60])
+    for step in (20, 40, 60):
+        kernel = store.read(step)[KERNEL]
+        hand = hand_at[step]["params"]["Dense_0"]["kernel"]
+        np.testing.assert_allclose(kernel, hand, rtol=1e-4, atol=1e-5, err_msg=str(step))
+
+
+def test_a_sigterm_with_a_loop_ahead_saves_that_loops_step(tmp_path):
+    """A SIGTERM at step 21 (sent by a LoggingTensorHook's formatter, which reads no
+    state): the loop ahead (steps 22-31) already holds the state, so it is accounted for
+    and step 31 is saved, with the hand loop's parameters; then SystemExit(143)."""
+
+    def formatter(values):
+        if int(values["gs"]) >= 20:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return "logged"
+
+    x, y = _data()
+    est = _estimator(tmp_path, True)
+    hook = jaxspec.LoggingTensorHook({"gs": "global_step"}, every_n_iter=10, formatter=formatter)
+    with pytest.raises(SystemExit) as exit_info:
+        est.train(batches_input_fn(x, y, BATCH, repeat=True), hooks=[hook], steps=100)
+    assert exit_info.value.code == 143
+    store = CheckpointStore(str(tmp_path))
+    assert store.latest_step() == 31  # logs at 1, 11, 21; the loop 21-31 was ahead
+    hand = _hand_params(x, y, 31)["params"]["Dense_0"]["kernel"]
+    np.testing.assert_allclose(store.read(31)[KERNEL], hand, rtol=1e-4, atol=1e-5)

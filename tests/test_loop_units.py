@@ -108,6 +108,30 @@ def test_feeder_stacks_groups_and_starts_a_new_one_at_a_new_shape():
     assert feeder.next_group(3) is None
 
 
+def test_feeder_copies_every_batch_of_a_reused_buffer_and_ends_a_group_at_another_dtype():
+    """An input filling one buffer for every batch: each step of a group holds its own
+    batch; labels of another dtype at step 5 start a new group; the input ends part-way
+    through the last one; every row is counted."""
+    data = np.random.default_rng(1).normal(size=(7, 4, 3)).astype(np.float32)
+    buffer = np.empty((4, 3), np.float32)
+
+    def batches():
+        for i, x in enumerate(data):
+            buffer[:] = x
+            yield {"x": buffer}, np.full(4, i, np.int64 if i == 5 else np.int32)
+
+    feeder = StepFeeder(batches(), jaxspec.ModeKeys.TRAIN, 1, InputPipelineConfig.PER_HOST_V1)
+    groups = [feeder.next_group(10) for _ in range(3)]
+    assert [g.steps for g in groups] == [5, 1, 1]
+    np.testing.assert_array_equal(groups[0].batch[0]["x"], data[:5])
+    np.testing.assert_array_equal(groups[0].batch[1], np.repeat(np.arange(5, dtype=np.int32)[:, None], 4, 1))
+    np.testing.assert_array_equal(groups[0].mask, np.ones((5, 4), np.float32))
+    assert groups[1].batch[1].dtype == np.int64 and (groups[1].batch[1] == 5).all()
+    np.testing.assert_array_equal(groups[2].batch[0]["x"], data[6:])
+    assert feeder.examples_seen == 7 * 4
+    assert feeder.next_group(10) is None
+
+
 # -- the state lifecycle ---------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ _log = logging.getLogger("jaxspec")
 _merge = jax.jit(merge_metric_dicts)
 
 
+_FIRST_GROUP = 8  # batches of a grouped evaluate's first loop (see ramped_size)
 _MAX_SUMMARY_ELEMENTS = 64  # larger arrays are not written as scalars (TF skips all non-scalars)
 
 
@@ -119,6 +120,18 @@ def _run_evaluate(
     return results
 
 
+def ramped_size(done: int, limit: int) -> int:
+    """The size of a grouped eval loop after ``done`` steps: ``_FIRST_GROUP`` steps, then
+    the largest power of two up to ``done`` (8, 8, 16, 32, ...), at most ``limit``.
+
+    The devices start once a few batches are read rather than the whole input, and each
+    later loop's input is read while the loops before it run; all sizes are powers of
+    two (one compilation each, in the first call) until ``limit``."""
+    if done < _FIRST_GROUP:
+        return min(limit, _FIRST_GROUP)
+    return min(limit, 1 << (done.bit_length() - 1))
+
+
 def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any] | None:
     """Run the eval loops; the metric states merged over every batch that counts.
 
@@ -131,7 +144,8 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
     asked = 0  # steps asked of the input so far (loops dispatched)
     totals: dict[str, Any] | None = None
     done = 0
-    # One device, one step per run, no hook that needs a step: batches run grouped.
+    # One device, one step per run, no hook that needs a step: batches run grouped, in
+    # loops growing from _FIRST_GROUP batches.
     grouped = groups_steps(phase.plan) and all(
         declared_step(h, call.global_step) == NEVER for h in runner.hooks
     )
@@ -143,7 +157,8 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         nonlocal asked
-        n = limit if steps is None else min(limit, steps - asked)
+        n = ramped_size(asked, limit) if grouped else limit
+        n = n if steps is None else min(n, steps - asked)
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None

@@ -107,8 +107,12 @@ class StepFeeder:
         # that give tf.estimator's loss (jaxspec.loop.short_batch), in a loop of their own.
         self._exact_loss = self._pad and mode == ModeKeys.EVAL and self._replicas > 1
         self._queued: list[tuple[Batch, np.ndarray]] = []
+        self._raw: Batch | None = None  # an input batch read by _stack_full, not yet a step
 
     def _pull(self) -> Batch | None:
+        if self._raw is not None:
+            batch, self._raw = self._raw, None
+            return batch
         try:
             return next(self._it)
         except StopIteration:
@@ -246,8 +250,10 @@ class StepFeeder:
         out = [np.empty((max_steps,) + np.shape(x), np.asarray(x).dtype) for x in leaves]
         for o, x in zip(out, leaves, strict=True):
             o[0] = x
-        n = 1
-        while n < max_steps:
+        n, ended = 1, False
+        if first[1] is self._ones and not self._per_replica_input and not self._exact_loss:
+            n, ended = self._stack_full(first[0], out, max_steps)
+        while n < max_steps and not ended:
             step = self.next_step()
             if step is None:
                 break
@@ -264,6 +270,31 @@ class StepFeeder:
             n += 1
         batch, mask = jax.tree.unflatten(treedef, [o[:n] for o in out])
         return StepGroup(batch, mask, n)
+
+    def _stack_full(self, first: Batch, out: list[np.ndarray], max_steps: int) -> tuple[int, bool]:
+        """The common case of ``_stacked_group``: full input batches of ``first``'s
+        structure, shapes and dtypes are its steps as they are (mask all ones), so they
+        are copied into ``out`` (the batch's leaves, then the mask) with no per-step
+        padding or checks. The first other batch is kept for ``next_step``. Returns the
+        steps now in ``out`` and whether the input ended."""
+        treedef = jax.tree.structure(first)
+        signature = [(o.shape[1:], o.dtype) for o in out[:-1]]
+        rows, n, ended = self._rows, 1, False
+        while n < max_steps:
+            batch = self._pull()
+            if batch is None:
+                ended = True
+                break
+            leaves, same = jax.tree.flatten(batch)
+            if same != treedef or [(x.shape, x.dtype) for x in leaves] != signature:
+                self._raw = batch  # the general path pads, checks or skips it
+                break
+            for o, x in zip(out, leaves, strict=False):  # out ends with the mask
+                o[n] = x
+            n += 1
+        out[-1][1:n] = 1.0
+        self.examples_seen += rows * (n - 1)
+        return n, ended
 
     def _split_group(self, first: tuple[Batch, np.ndarray]) -> StepGroup:
         """The steps of one short batch split for an exact eval loss (``first`` and the

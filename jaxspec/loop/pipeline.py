@@ -42,7 +42,8 @@ NOT_AHEAD: Any = object()
 # ``dispatch(previous, before_run)``: read the next loop's input and dispatch it after
 # ``previous`` (None for the first loop; the one whose outputs it may start from), calling
 # ``before_run`` (when not None) between reading and dispatching. None: no more input;
-# NOT_AHEAD (only when ``before_run`` is None, i.e. ahead): not now, nothing read.
+# NOT_AHEAD (only when ``before_run`` is None, i.e. ahead): not now (an input read for
+# it stays with the dispatcher, for its next call).
 Dispatch = Callable[[InFlight | None, Callable[[], None] | None], Any]
 # ``account(loop)``: handle a loop's results (hooks' after_run included); True to stop.
 Account = Callable[[InFlight], bool]
@@ -98,38 +99,3 @@ def run_pipelined(
             current = ahead
         else:
             current = None
-
-
-# ``read(previous)``: the next loop's input read from the input (``previous``: the loop
-# before it, None for the first), or None when no more; ``launch(pending)``: the hooks'
-# before_run and the dispatch of that input.
-Read = Callable[[InFlight | None], Any]
-Launch = Callable[[Any], InFlight]
-
-
-def run_read_ahead(read: Read, launch: Launch, account: Account, ahead: bool) -> None:
-    """Run loops until the input ends or ``account`` asks to stop, reading (not
-    dispatching) loop k+1's input while loop k runs when ``ahead``.
-
-    Loop k+1 is dispatched only after loop k is accounted for, so hooks read loop k's
-    output state before it becomes loop k+1's (donated) input, a stop at loop k keeps
-    exactly its state, and ``before_run`` of loop k+1 follows ``after_run`` of loop k.
-
-    Raises:
-      Whatever ``read``, ``launch`` or ``account`` raise; an error of the read ahead
-      only after the loop before it is accounted for, and never after a stop.
-    """
-    pending = read(None)
-    while pending is not None:
-        current = launch(pending)
-        following, deferred = None, None
-        if ahead:
-            try:
-                following = read(current)  # while the devices run ``current``
-            except Exception as err:  # input_fn's error: raised once this loop is accounted for
-                deferred = err
-        if account(current):
-            return  # input read ahead is dropped, as a loop dispatched ahead is
-        if deferred is not None:
-            raise deferred
-        pending = following if ahead else read(current)

@@ -22,7 +22,7 @@ from jaxspec.loop.donated_state import KeepAhead, state_free_after
 from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
-from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined, run_read_ahead
+from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.replica_check import ReplicaCheck
@@ -320,32 +320,56 @@ def _grouped_loops(
     preemption: PreemptionWatcher,
 ) -> None:
     """Run the steps up to the next one any hook needs (at most ``group_limit``, and
-    never past ``last_step``, a shape change or the input's end) as one loop. The next
-    loop's input is read while a loop runs (when ``phase.can_work_ahead()``); it is
-    dispatched once the loop before it is accounted for, so hooks read each loop's
-    output state before the next loop takes (and may donate) it."""
+    never past ``last_step``, a shape change or the input's end) as one loop.
+
+    When ``phase.can_work_ahead()``, loop k+1 is dispatched before loop k is accounted
+    for, taking (donating) loop k's state, where no hook reads that state or may stop
+    at that step (``donated_state.state_free_after``: tf.estimator's default hooks);
+    otherwise (a save due, a user's hook) loop k+1's input is read while loop k runs and
+    dispatched once loop k is accounted for, so hooks read loop k's output state first
+    and a stop keeps it."""
     call, loop = phase.state, phase.loop
     pending_first = phase.feeder.peek_step()
     limit = group_limit(phase.plan.config, pending_first[0] if pending_first is not None else ())
     mode_cache = phase.plan.compile_cache.modes[phase.mode]
     start, started_at = call.global_step, time.perf_counter()
+    read_ahead: list[tuple[int, Any]] = []  # [(first step, LoopInput) read, not dispatched]
+    ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
+    iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
 
-    def read(previous: InFlight | None) -> tuple[int, Any] | None:
-        first = call.global_step if previous is None else previous.first + previous.steps
+    def read(first: int) -> Any:
+        if read_ahead and read_ahead[0][0] == first:
+            return read_ahead.pop()[1]
         n = min(limit, runner.next_needed_step(first) - first)
         if last_step is not None:
             n = min(n, last_step - first)
-        group = phase.next_group(n) if n > 0 else None
-        return None if group is None else (first, group)
+        return phase.next_group(n) if n > 0 else None
 
-    def launch(pending: tuple[int, Any]) -> InFlight:
-        first, group = pending
-        runner.before_run(group.steps)
+    def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> Any:
+        if previous is None:
+            first, state = call.global_step, call.state
+        else:
+            first, state = previous.first + previous.steps, previous.out[-1].out.state
+        group = read(first)
+        if group is None:
+            return None
+        if before_run is None:  # ahead: only where loop k's state is nobody's
+            if preemption.triggered or not state_free_after(runner.hooks, first, own=(ProgressHook,)):
+                read_ahead[:] = [(first, group)]  # dispatched after loop k is accounted for
+                return NOT_AHEAD
+            ahead_took[:] = [previous]
+        iterations[0] = group.steps
+        if before_run is not None:
+            before_run()
         sizes = split_sizes(mode_cache, group.steps)
-        return InFlight(first, group.steps, dispatch_chunks(loop, call.state, first, group.args, sizes))
+        return InFlight(first, group.steps, dispatch_chunks(loop, state, first, group.args, sizes))
+
+    def taken(current: InFlight) -> bool:  # a loop ahead took current's state
+        return bool(ahead_took) and ahead_took[-1] is current
 
     def account(current: InFlight) -> bool:
-        stop = _account(phase, runner, progress, current.out, start, started_at)
+        stop = _account(phase, runner, progress, current.out, start, started_at, taken(current))
         return stop or preemption.triggered  # a stop keeps the state at this step
 
-    run_read_ahead(read, launch, account, phase.can_work_ahead())
+    before_run = lambda: runner.before_run(iterations[0])  # noqa: E731
+    run_pipelined(dispatch, account, before_run, phase.can_work_ahead(), taken)
