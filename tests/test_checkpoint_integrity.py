@@ -187,3 +187,37 @@ def test_an_explicit_damaged_earlier_format_checkpoint_is_a_data_loss_error(old_
     _flip(max(data, key=os.path.getsize))
     with pytest.raises(DataLossError, match="corrupted"):
         CheckpointStore(old_model_dir).restore_path(step_dir, _target(3))
+
+
+def test_a_lost_record_of_a_new_checkpoint_is_damage_and_the_older_one_is_used(tmp_path, caplog):
+    """The step metadata says which records a save wrote: without its record a checkpoint
+    is not trusted (its data may be damaged too, here a zeroed run of bytes)."""
+    store = CheckpointStore(str(tmp_path))
+    for step in (1, 2):
+        store.save(step, {"w": jax.random.normal(jax.random.key(step), (4000,))})
+        store.wait()
+    step_dir = store.path(2)
+    assert integrity.promised_records(step_dir) == 1
+    os.remove(os.path.join(step_dir, integrity.DIGEST_FILE))
+    data = [os.path.join(r, n) for r, _, names in os.walk(os.path.join(step_dir, "default")) for n in names]
+    big = max(data, key=os.path.getsize)
+    with open(big, "r+b") as f:
+        f.seek(os.path.getsize(big) // 2)
+        f.write(b"\0" * 64)
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        assert CheckpointStore(str(tmp_path)).latest_step() == 1
+    assert any("jaxspec_digest.json is missing" in r.getMessage() for r in caplog.records)
+
+
+def test_reading_a_damaged_checkpoint_without_records_is_a_data_loss_error(old_model_dir):
+    step_dir = os.path.join(old_model_dir, "checkpoints", "7")
+    os.remove(os.path.join(step_dir, integrity.DIGEST_FILE))  # judged by Orbax's metadata only
+    data = [
+        os.path.join(root, n)
+        for root, _, names in os.walk(os.path.join(step_dir, "default", "ocdbt.process_0", "d"))
+        for n in names
+    ]
+    for path in data:
+        open(path, "wb").write(open(path, "rb").read()[:8])
+    with pytest.raises(DataLossError, match="global step 7"):
+        CheckpointStore(old_model_dir).read(7)

@@ -172,6 +172,29 @@ def pending_directory(checkpoints: str, step: int) -> str | None:
     return final if os.path.isdir(final) else None
 
 
+#: The key of Orbax's step metadata (``custom_metadata``, in ``_CHECKPOINT_METADATA``)
+#: under which a save says which records it writes: ``{"format": 3, "processes": P}``.
+RECORDS_KEY = "jaxspec_records"
+
+
+def records_metadata(process_count: int) -> dict:
+    """What ``CheckpointStore.save`` puts under ``RECORDS_KEY``: every one of
+    ``process_count`` processes writes its record."""
+    return {RECORDS_KEY: {"format": _FORMAT, "processes": process_count}}
+
+
+def promised_records(directory: str) -> int | None:
+    """How many processes' records the step metadata of the checkpoint in ``directory``
+    says were written, or None (no such entry: a checkpoint of an older jaxspec, or
+    metadata that cannot be read, which the commit check names)."""
+    try:
+        with open(os.path.join(directory, _STEP_METADATA), encoding="utf-8") as f:
+            promised = json.load(f)["custom_metadata"][RECORDS_KEY]
+        return int(promised["processes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def has_digest(directory: str) -> bool:
     """Whether ``directory`` (a checkpoint step directory) carries process 0's record."""
     return os.path.isfile(os.path.join(directory, DIGEST_FILE))
@@ -180,15 +203,22 @@ def has_digest(directory: str) -> bool:
 def damage(directory: str, process_index: int | None = None) -> str | None:
     """What is wrong with the checkpoint in ``directory`` according to its records (the
     first file that is missing, of another size or of other content), or None when every
-    recorded file matches. None too when there is no record of process 0 (the caller
-    judges those). A record of another process that is missing leaves its files
-    unchecked, as a checkpoint without records is.
+    recorded file matches. A record that Orbax's step metadata says was written
+    (``promised_records``) and is missing is damage. None when there is no record of
+    process 0 and none was promised (an older jaxspec's checkpoint: the caller judges
+    those); a missing record of another process that was not promised leaves its files
+    unchecked.
 
     Args:
       directory: a checkpoint step directory.
       process_index: check only the files of this process's record (and, for process 0,
         the two files Orbax writes when it commits); None checks every record.
     """
+    promised = promised_records(directory) or 0
+    expected = range(promised) if process_index is None else [process_index] if promised else []
+    for p in expected:
+        if not os.path.isfile(os.path.join(directory, record_name(p))):
+            return f"its {record_name(p)} is missing (the checkpoint was written with it)"
     if not os.path.isfile(os.path.join(directory, DIGEST_FILE)):
         return None
     own = None if process_index is None else record_name(process_index)

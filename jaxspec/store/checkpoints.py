@@ -238,7 +238,7 @@ class CheckpointStore:
             return cached[1]
         if not os.path.isdir(path):
             verdict: str | None = "its directory is missing"
-        elif integrity.has_digest(path):
+        elif integrity.has_digest(path) or integrity.promised_records(path):
             verdict = integrity.damage(path, process_index)
         else:
             verdict = self._metadata_damage(step)
@@ -334,7 +334,12 @@ class CheckpointStore:
         with self._lock:
             self._saving.append((step, dict(extras or {})))
         try:
-            started = self._manager.save(step, args=ocp.args.StandardSave(state), force=force)
+            started = self._manager.save(
+                step,
+                args=ocp.args.StandardSave(state),
+                force=force,
+                custom_metadata=integrity.records_metadata(jax.process_count()),
+            )
         except BaseException:
             started = False
             raise
@@ -389,11 +394,14 @@ class CheckpointStore:
 
         Raises:
           ValueError: there is no checkpoint.
+          DataLossError: Orbax cannot read it (a damaged file of a checkpoint without
+            records, or of a ``step`` given explicitly).
         """
         step = self.latest_step() if step is None else step
         if step is None:
             raise ValueError(f"no checkpoint in {self.directory}.")
-        restored = restore_on_host(self.path(step))
+        with _as_data_loss(step, self.path(step)):
+            restored = restore_on_host(self.path(step))
         return {name: _numpy(value) for name, value in named_leaves(restored) if name != EMPTY_STATE_KEY}
 
     def refresh(self) -> None:
