@@ -4,6 +4,7 @@ detected."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -209,6 +210,7 @@ def test_a_lost_record_of_a_new_checkpoint_is_damage_and_the_older_one_is_used(t
     assert any("jaxspec_digest.json is missing" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_reading_a_damaged_checkpoint_without_records_is_a_data_loss_error(old_model_dir):
     step_dir = os.path.join(old_model_dir, "checkpoints", "7")
     os.remove(os.path.join(step_dir, integrity.DIGEST_FILE))  # judged by Orbax's metadata only
@@ -221,3 +223,20 @@ def test_reading_a_damaged_checkpoint_without_records_is_a_data_loss_error(old_m
         open(path, "wb").write(open(path, "rb").read()[:8])
     with pytest.raises(DataLossError, match="global step 7"):
         CheckpointStore(old_model_dir).read(7)
+    gc.collect()  # Orbax's abandoned reads end here, not in a later test
+
+
+def test_processes_checking_together_share_the_records_of_every_writer(tmp_path):
+    """A checkpoint written by 3 processes, checked by 2 together: process 0 checks the
+    records of writers 0 and 2, process 1 that of writer 1; by 1: every record."""
+    step_dir = _two_process_dir(str(tmp_path / "5"))
+    for q in (0, 1):
+        integrity.write_digest(step_dir, q)
+    meta = json.load(open(os.path.join(step_dir, "_CHECKPOINT_METADATA")))
+    meta["custom_metadata"] = integrity.records_metadata(3)
+    json.dump(meta, open(os.path.join(step_dir, "_CHECKPOINT_METADATA"), "w"))
+    missing = "its jaxspec_digest.process_2.json is missing (the checkpoint was written with it)"
+    assert integrity.damage(step_dir, 0, 2) == missing
+    assert integrity.damage(step_dir, 1, 2) is None
+    assert integrity.damage(step_dir) == missing
+    assert integrity.damage(step_dir, 1, 3) is None  # a process of a run as wide as the writers

@@ -9,7 +9,7 @@ their sizes and CRC-32 checksums. Process 0's record is ``jaxspec_digest.json`` 
 without a process in their name, and its own ``ocdbt.process_0``/``*.process_0.*``
 files); process ``p > 0`` writes ``jaxspec_digest.process_<p>.json`` for the files that
 name it. A check verifies every record present, or, when several processes check
-together, each process its own record (``damage(directory, process_index)``) and the
+together, each process its own record (``damage(directory, process_index, process_count)``) and the
 verdicts are combined by the caller. The two files Orbax writes when it
 commits (after the callback) are checked by form instead. A checkpoint without process
 0's record (written by an older jaxspec) is judged by whether Orbax can read its
@@ -200,7 +200,7 @@ def has_digest(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, DIGEST_FILE))
 
 
-def damage(directory: str, process_index: int | None = None) -> str | None:
+def damage(directory: str, process_index: int | None = None, process_count: int = 1) -> str | None:
     """What is wrong with the checkpoint in ``directory`` according to its records (the
     first file that is missing, of another size or of other content), or None when every
     recorded file matches. A record that Orbax's step metadata says was written
@@ -211,20 +211,24 @@ def damage(directory: str, process_index: int | None = None) -> str | None:
 
     Args:
       directory: a checkpoint step directory.
-      process_index: check only the files of this process's record (and, for process 0,
-        the two files Orbax writes when it commits); None checks every record.
+      process_index: with ``process_count`` processes checking together, this process
+        checks the records of the writers ``q`` with ``q % process_count ==
+        process_index`` (its own when as many processes wrote the checkpoint; the two
+        files Orbax writes when it commits go with process 0); None checks every record.
+      process_count: how many processes check together.
     """
-    promised = promised_records(directory) or 0
-    expected = range(promised) if process_index is None else [process_index] if promised else []
-    for p in expected:
-        if not os.path.isfile(os.path.join(directory, record_name(p))):
-            return f"its {record_name(p)} is missing (the checkpoint was written with it)"
+
+    def ours(q: int) -> bool:
+        return process_index is None or q % process_count == process_index
+
+    for q in range(promised_records(directory) or 0):
+        if ours(q) and not os.path.isfile(os.path.join(directory, record_name(q))):
+            return f"its {record_name(q)} is missing (the checkpoint was written with it)"
     if not os.path.isfile(os.path.join(directory, DIGEST_FILE)):
         return None
-    own = None if process_index is None else record_name(process_index)
     entries: list[tuple[str, int, list[_Job], list[str]]] = []  # (file, bytes, jobs, their sums)
     for name in sorted(os.listdir(directory)):
-        if not _RECORD.fullmatch(name) or own not in (None, name):
+        if not _RECORD.fullmatch(name) or not ours(_owner(name)):
             continue
         try:
             with open(os.path.join(directory, name)) as f:

@@ -239,7 +239,7 @@ class CheckpointStore:
         if not os.path.isdir(path):
             verdict: str | None = "its directory is missing"
         elif integrity.has_digest(path) or integrity.promised_records(path):
-            verdict = integrity.damage(path, process_index)
+            verdict = integrity.damage(path, process_index, jax.process_count())
         else:
             verdict = self._metadata_damage(step)
         self._verdicts[(step, process_index)] = (sig, verdict)
