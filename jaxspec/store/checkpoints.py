@@ -160,6 +160,7 @@ class CheckpointStore:
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
         # (step, process checked or None for all) -> (file signature, damage)
         self._verdicts: dict[tuple[int, int | None], tuple[Any, str | None]] = {}
+        self._warned: dict[int, str] = {}  # step -> the damage last named in a warning
         self._lock = threading.Lock()
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
@@ -220,7 +221,8 @@ class CheckpointStore:
             first = _first_process_with(verdict is not None)
             if verdict is None and first is not None:
                 verdict = f"process {first} found one of its files damaged (its log names the file)"
-        if verdict is not None:
+        if verdict is not None and self._warned.get(step) != verdict:  # once per finding
+            self._warned[step] = verdict
             _log.warning(
                 "The checkpoint at global step %d (%s) cannot be read: %s; an earlier one is used.",
                 step,
