@@ -46,6 +46,7 @@ REPLACEABLE_FIELDS = (
     "checkpoint_save_graph_def",
     "tpu_config",
     "steps_per_execution",
+    "export_jax_artifact",
 )
 _OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
@@ -332,6 +333,10 @@ def _validate(config: RunConfig) -> None:
     spe = config.steps_per_execution
     if spe != "auto" and (not is_int(spe) or spe < 1):
         raise ValueError(f"RunConfig: steps_per_execution must be 'auto' or an int >= 1, got {spe!r}.")
+    if not isinstance(config.export_jax_artifact, bool):
+        raise TypeError(
+            f"RunConfig: export_jax_artifact must be a bool, got {type_name(config.export_jax_artifact)}."
+        )
     if config.tpu_config is not None and not isinstance(config.tpu_config, TPUConfig):
         raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
 
@@ -370,13 +375,18 @@ class RunConfig:
         (up to 1000 steps and 64 MiB of stacked input), hooks still seeing the steps
         they ask for; ``1``: one step per dispatch, as tf.estimator; ``N``: at most N
         steps per loop. TPUEstimator's ``iterations_per_loop > 1`` is not affected.
+      export_jax_artifact: (a JAX addition) bool, False: whether ``export_saved_model``
+        and ``experimental_export_all_saved_models`` (and so the exporters of
+        ``train_and_evaluate``) also write the TF-free ``jax/`` artifact when their
+        ``jax_artifact`` argument is not given (``jaxspec.export.load_serving``).
 
     Raises:
       ValueError: both checkpoint intervals set; a field breaks its rule (negative
         counts, ``keep_checkpoint_every_n_hours <= 0``, ``log_step_count_steps <= 0``,
         a non-integer seed, an empty model_dir, master and cluster both set,
         ``steps_per_execution`` neither ``'auto'`` nor an int >= 1, ...).
-      TypeError: a count that is not a number; tpu_config that is not a TPUConfig.
+      TypeError: a count that is not a number; tpu_config that is not a TPUConfig;
+        export_jax_artifact that is not a bool.
     """
 
     def __init__(
@@ -403,6 +413,7 @@ class RunConfig:
         master: str | None = None,
         cluster: Any = None,
         steps_per_execution: int | str = "auto",
+        export_jax_artifact: bool = False,
     ) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
@@ -442,6 +453,7 @@ class RunConfig:
             master=master,
             cluster=cluster,
             steps_per_execution=steps_per_execution,
+            export_jax_artifact=export_jax_artifact,
         )
         for key, value in values.items():
             object.__setattr__(self, "_" + key, value)

@@ -280,6 +280,7 @@ class Estimator:
         as_text: bool = False,
         checkpoint_path: str | None = None,
         experimental_mode: str = ModeKeys.PREDICT,
+        jax_artifact: bool | None = None,
     ) -> bytes:
         """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
 
@@ -290,6 +291,13 @@ class Estimator:
         ``train``/``eval``, receivers from ``tf_bridge.build_supervised_input_receiver_fn_from_input_fn``):
         see ``experimental_export_all_saved_models``. The batch dimension stays symbolic.
         Needs TensorFlow; ``tf_bridge`` documents the graph and the export record.
+
+        The SavedModel holds the state leaves the exported mode reads (found from the
+        traced model_fn, ``jaxspec.export.slim``) and ``global_step``: a PREDICT export
+        leaves out optimizer slots and counters, as tf.estimator's PREDICT graph never
+        built them. ``jax_artifact`` (not a tf.estimator argument; None: the RunConfig's
+        ``export_jax_artifact``) also writes ``jax/``, the serving signatures as
+        ``jax.export`` functions that ``jaxspec.export.load_serving`` runs without TF.
 
         Returns:
           The timestamped export directory (``export_dir_base/<unix seconds>``) as bytes.
@@ -311,6 +319,7 @@ class Estimator:
             assets_extra=assets_extra,
             as_text=as_text,
             checkpoint_path=checkpoint_path,
+            jax_artifact=jax_artifact,
         )
 
     def experimental_export_all_saved_models(
@@ -320,6 +329,7 @@ class Estimator:
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
+        jax_artifact: bool | None = None,
     ) -> bytes:
         """One SavedModel with a meta graph per mode, sharing one set of variables, as
         ``tf.estimator.Estimator.experimental_export_all_saved_models``.
@@ -336,7 +346,9 @@ class Estimator:
         local variables, merged per update_op, as TF's streaming metrics). host_call and
         hooks are not exported. Differences from TF: JAX computes integers as int32
         (TF's ``tf.argmax`` gives int64), and TRAIN exports carry eval_metric_ops only
-        in EVAL.
+        in EVAL. The shared variables are the state leaves any exported mode reads
+        (TRAIN: all of them, since its train_op assigns each); ``jax_artifact``: see
+        ``export_saved_model``.
 
         Returns:
           The timestamped export directory as bytes.
@@ -354,8 +366,10 @@ class Estimator:
             source = export_source(dataclasses.replace(plan, mode=modes[0]), modes, examples, checkpoint_path)
             if source is None:  # processes other than 0 write nothing
                 return None
+            if jax_artifact is None:
+                jax_artifact = self._config.export_jax_artifact
             return write_estimator_modes(
-                source, modes, export_dir_base, input_receiver_fn_map, assets_extra, as_text
+                source, modes, export_dir_base, input_receiver_fn_map, assets_extra, as_text, jax_artifact
             )
 
     # -- checkpoints -----------------------------------------------------------------

@@ -65,6 +65,7 @@ class ModeGraph:
     feeds: dict[str, np.ndarray]
     fetches: list[str]
     shapes: dict[str, Any]
+    serving: dict[str, Any] | None = None  # PREDICT: what jaxspec's JAX artifact needs
 
     @property
     def tags(self) -> list[str]:
@@ -120,6 +121,32 @@ def _metric_variables(abstract: dict[str, Any]) -> tuple[list[Any], Any]:
             )
         )
     return variables, treedef
+
+
+def _serving(
+    receiver: Any, heads: Mapping[str, Any], signatures: Mapping[str, Any], specs: Any
+) -> dict[str, Any]:
+    """For ``jaxspec.export.serving``: per serving signature its head and inputs. A
+    signature whose receiver tensors are the features (a raw receiver) takes its own
+    input names; one whose features TF computes (parsing) takes the features by key."""
+    flat = jax.tree_util.tree_leaves(receiver.features)
+    index = {t.name: i for i, t in enumerate(flat)}
+    by_key = {
+        jax.tree_util.keystr(p, simple=True, separator="/") or "feature": i
+        for i, (p, _) in enumerate(jax.tree_util.tree_flatten_with_path(receiver.features)[0])
+    }
+    groups = [(None, receiver.receiver_tensors)]
+    groups += list((getattr(receiver, "receiver_tensors_alternatives", None) or {}).items())
+    described = {}
+    for group_name, tensors in groups:
+        named = {k: index.get(getattr(t, "name", None)) for k, t in tensors.items()}
+        own = None not in named.values() and sorted(named.values()) == list(range(len(flat)))
+        inputs, inputs_are = (named, "receiver_tensors") if own else (by_key, "features")
+        for head in heads:
+            key = head if group_name is None else f"{group_name}:{head}"
+            if key in signatures:
+                described[key] = (head, inputs, inputs_are)
+    return {"features": _example(receiver.features), "shapes": specs, "signatures": described}
 
 
 def _predict(
@@ -248,10 +275,12 @@ def build(
         label_specs = None if labels is None else _graph.shape_specs(labels, "labels", counter)
         state_in = [var.value() for var in state_vars]
         step = _graph.step_input(step_var)
+        serving = None
         if mode == PREDICT:
             signatures, excluded, fetched = _predict(
                 export, treedef, state_in, step, receiver, feature_specs, platforms
             )
+            serving = _serving(receiver, export.heads, signatures, feature_specs)
         else:
             signatures, excluded, fetched = _supervised(
                 mode,
@@ -292,4 +321,5 @@ def build(
         _feeds(receiver.features, labels),
         fetches,
         shapes,
+        serving,
     )

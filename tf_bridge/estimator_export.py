@@ -56,6 +56,7 @@ def write_estimator_modes(
     input_receiver_fn_map: Mapping[str, Any],
     assets_extra: dict[str, str] | None,
     as_text: bool,
+    jax_artifact: bool = False,
 ) -> bytes:
     """Write one SavedModel with a meta graph per mode of ``modes`` (tf.estimator's
     ``_export_all_saved_models``).
@@ -65,6 +66,7 @@ def write_estimator_modes(
         PREDICT's heads), from ``jaxspec.loop.export.export_source``.
       modes: from ``export_modes(input_receiver_fn_map)``.
       export_dir_base, input_receiver_fn_map, assets_extra, as_text: as tf.estimator.
+      jax_artifact: also write the TF-free ``jax/`` artifact (see ``export_all_saved_models``).
 
     Returns:
       The timestamped export directory as bytes.
@@ -82,6 +84,7 @@ def write_estimator_modes(
         assets_extra=assets_extra,
         as_text=as_text,
         global_step=source.global_step,
+        jax_artifact=jax_artifact,
     )
     _log.info("SavedModel (%s) written to %s.", ", ".join(modes), path.decode())
     return path

@@ -143,6 +143,39 @@ def _record(
     }
 
 
+def _write_jax_artifact(
+    temp_dir: str,
+    graphs: Sequence[_modes.ModeGraph],
+    modes: Mapping[str, ModeExport],
+    state: Any,
+    leaves: Sequence[tuple[str, np.ndarray]],
+    global_step: int | None,
+    platforms: Sequence[str],
+) -> None:
+    """``<export>/jax/``: jaxspec's TF-free serving artifact (``jaxspec.export.serving``)."""
+    from jaxspec.export.serving import DIRECTORY, serving_files
+
+    main = next((g for g in graphs if g.mode == _modes.PREDICT), None)
+    if main is None or not main.serving["signatures"]:
+        logger.warning("jax_artifact: the export has no serving signature; no jax/ artifact is written.")
+        return
+    files = serving_files(
+        modes[_modes.PREDICT].fn,
+        state,
+        [name for name, _ in leaves],
+        global_step,
+        _signatures.check_heads(modes[_modes.PREDICT].heads),
+        main.serving["features"],
+        main.serving["shapes"],
+        main.serving["signatures"],
+        platforms,
+    )
+    tf.io.gfile.makedirs(os.path.join(temp_dir, DIRECTORY))
+    for name, data in files.items():
+        with tf.io.gfile.GFile(os.path.join(temp_dir, DIRECTORY, name), "wb") as f:
+            f.write(data)
+
+
 def export_all_saved_models(
     export_dir_base: str | bytes | os.PathLike[str],
     modes: Mapping[str, ModeExport],
@@ -153,6 +186,7 @@ def export_all_saved_models(
     global_step: int | None = None,
     platforms: Sequence[str] | None = None,
     verify: bool = True,
+    jax_artifact: bool = False,
 ) -> bytes:
     """Export one meta graph per mode and ``state`` as one SavedModel
     (``tf.estimator.Estimator.experimental_export_all_saved_models``).
@@ -181,6 +215,9 @@ def export_all_saved_models(
         tf.estimator argument.)
       verify: load the written model with the installed TF and run every meta graph
         once at batch 1 before renaming it (not a tf.estimator argument).
+      jax_artifact: also write ``jax/``, a TF-free artifact of the serving signatures
+        (``jax.export`` functions and their weights; ``jaxspec.export.load_serving``
+        reads it). Not a tf.estimator argument.
 
     Returns:
       The export directory ``<export_dir_base>/<unix seconds>`` as bytes (TF returns
@@ -223,6 +260,8 @@ def export_all_saved_models(
             with _compat.incompatibilities_reported():
                 graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
             _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
+            if jax_artifact:
+                _write_jax_artifact(temp_dir, graphs, modes, state, leaves, global_step, platforms)
             _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
             if verify:
                 _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
@@ -249,6 +288,7 @@ def export_saved_model(
     global_step: int | None = None,
     platforms: Sequence[str] | None = None,
     verify: bool = True,
+    jax_artifact: bool = False,
 ) -> bytes:
     """Export ``serving_fn`` and ``state`` as a SavedModel for TF Serving
     (``tf.estimator.Estimator.export_saved_model``, PREDICT mode, tag ``serve``).
@@ -268,7 +308,8 @@ def export_saved_model(
         PredictOutput; gives each head's kind and a classification head's static class
         vocabulary (tiled to ``[batch, K]`` strings; integer ids go through
         ``tf.strings.as_string`` instead).
-      assets_extra, as_text, global_step, platforms, verify: as ``export_all_saved_models``.
+      assets_extra, as_text, global_step, platforms, verify, jax_artifact: as
+        ``export_all_saved_models``.
 
     Returns:
       The export directory as bytes (see ``export_all_saved_models``).
@@ -290,4 +331,5 @@ def export_saved_model(
         global_step=global_step,
         platforms=platforms,
         verify=verify,
+        jax_artifact=jax_artifact,
     )

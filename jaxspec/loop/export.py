@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
+from jaxspec.export.slim import slim_export
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.state_lifecycle import StateLifecycle
 from jaxspec.mode_keys import ModeKeys
@@ -26,17 +26,22 @@ class ExportSource:
     """What a SavedModel is written from.
 
     Attributes:
-      state: the restored state pytree (on this process's first device).
+      state: the restored state pytree (on this process's first device) holding only
+        the leaves the exported modes read (``jaxspec.export.slim``): every other leaf
+        is None, so the kept leaves keep their key paths (their variable names).
       global_step: the checkpoint's global step (int).
       fns: ``{mode: fn}``, ``fn(state, global_step, features, labels) -> dict``: model_fn
-        in that mode off the mesh (see ``jaxspec.engine.steps.StepEngine.export_fn``).
+        in that mode off the mesh (see ``jaxspec.engine.steps.StepEngine.export_fn``),
+        taking ``state`` as above.
       heads: PREDICT's export_outputs ``{head: ExportOutput}`` (None without PREDICT).
+      left_out: key paths of the state leaves no exported mode reads (not exported).
     """
 
     state: Any
     global_step: int
     fns: Mapping[str, Callable[..., dict[str, Any]]]
     heads: Mapping[str, Any] | None
+    left_out: tuple[str, ...] = ()
 
 
 def export_source(
@@ -73,10 +78,9 @@ def export_source(
         return None
     traced: list[SpecParts] = []
     fns = {mode: engine.export_fn(mode, call.step_key) for mode in modes}
-    heads = None
-    if ModeKeys.PREDICT in fns:
-        features, _ = examples[ModeKeys.PREDICT]
-        predict = engine.export_fn(ModeKeys.PREDICT, call.step_key, record=traced.append)
-        jax.eval_shape(predict, call.state, jnp.zeros((), jnp.int32), features, None)
-        heads = traced[0].export_outputs
-    return ExportSource(call.state, call.restored_step, fns, heads)
+    # The PREDICT trace that finds the leaves it reads also records its export heads.
+    trace_fns = {ModeKeys.PREDICT: engine.export_fn(ModeKeys.PREDICT, call.step_key, record=traced.append)}
+    inputs = {m: (examples[m][0], None if m == ModeKeys.PREDICT else examples[m][1]) for m in modes}
+    slim = slim_export(call.state, fns, inputs, trace_fns, train_mode=ModeKeys.TRAIN)
+    heads = traced[0].export_outputs if ModeKeys.PREDICT in fns else None
+    return ExportSource(slim.state, call.restored_step, slim.fns, heads, slim.left_out)
