@@ -72,7 +72,8 @@ def leaf_names(tree: Any, prefix: str) -> dict[str, np.ndarray]:
     """``{'ema/Dense_0/kernel': value}``: variable names as tf_bridge writes them."""
     with_paths, _ = jax.tree_util.tree_flatten_with_path(tree)
     return {
-        prefix + "/" + jax.tree_util.keystr(p, simple=True, separator="/"): np.asarray(v) for p, v in with_paths
+        prefix + "/" + jax.tree_util.keystr(p, simple=True, separator="/"): np.asarray(v)
+        for p, v in with_paths
     }
 
 
