@@ -92,6 +92,9 @@ def test_written_only_when_asked_for(exported):
     assert not os.path.exists(os.path.join(paths["off"], "jax"))
     with pytest.raises(FileNotFoundError):
         load_serving(paths["off"])
+    serve = load_serving(paths["raw"])["serving_default"]
+    with pytest.raises(TypeError, match="missing \\['x'\\], unexpected \\['y'\\]"):
+        serve({"y": X[:2]})
 
 
 def test_signatures_are_the_saved_models(exported):

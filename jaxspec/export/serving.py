@@ -88,6 +88,12 @@ def _serve_fn(
     return serve
 
 
+def _canonical(value: Any) -> np.ndarray:
+    """``value`` on the host with the dtype JAX gives it (as the SavedModel's variables)."""
+    value = np.asarray(value)
+    return value.astype(jax.dtypes.canonicalize_dtype(value.dtype), copy=False)
+
+
 def serving_files(
     predict: ExportFn,
     state: Any,
@@ -121,10 +127,12 @@ def serving_files(
     step = np.int32(0 if global_step is None else global_step)
     read = leaves_read(predict, state, step, features, None)
     slim = keep_leaves(state, {"predict": predict}, read)
-    weights = [np.asarray(v) for v, r in zip(jax.tree_util.tree_leaves(state), read, strict=True) if r]
+    weights = [_canonical(v) for v, r in zip(jax.tree_util.tree_leaves(state), read, strict=True) if r]
     kept = [n for n, r in zip(names, read, strict=True) if r]
     treedef = jax.tree_util.tree_structure(slim.state)
     feature_leaves, features_def = jax.tree_util.tree_flatten(features)
+    # The dtypes JAX computes with (int64 inputs are int32 without jax_enable_x64).
+    feature_leaves = [_canonical(v) for v in feature_leaves]
     spec_leaves = jax.tree_util.tree_leaves(feature_shapes, is_leaf=lambda x: x is None)
     heads_out = jax.eval_shape(lambda s, f: slim.fns["predict"](s, step, f, None), slim.state, features)[
         "heads"
@@ -132,23 +140,22 @@ def serving_files(
     files: dict[str, bytes] = {}
     described = {}
     for i, (key, (head_key, inputs, inputs_are)) in enumerate(signatures.items()):
-        head = heads[head_key]
-        computed, rules = _head_outputs(head, heads_out[head_key])
-        serve = _serve_fn(slim.fns["predict"], treedef, head_key, head, computed, inputs, features_def)
+        computed, rules = _head_outputs(heads[head_key], heads_out[head_key])
+        serve = _serve_fn(
+            slim.fns["predict"], treedef, head_key, heads[head_key], computed, inputs, features_def
+        )
         example = {name: feature_leaves[j] for name, j in inputs.items()}
         shapes = {name: spec_leaves[j] for name, j in inputs.items()}
         specs = jax.export.symbolic_args_specs((weights, step, example), (None, None, shapes))
         exported = jax.export.export(jax.jit(serve), platforms=tuple(platforms))(*specs)
-        file = f"signature_{i}.jax"
-        files[file] = bytes(exported.serialize())
-        first = next(name for name, j in inputs.items() if j == 0)
+        files[f"signature_{i}.jax"] = bytes(exported.serialize())
         described[key] = {
-            "file": file,
+            "file": f"signature_{i}.jax",
             "head": head_key,
-            "inputs": {name: str(np.dtype(feature_leaves[j].dtype)) for name, j in inputs.items()},
-            "input_shapes": {name: shapes[name] for name in inputs},
+            "inputs": {name: str(value.dtype) for name, value in example.items()},
+            "input_shapes": shapes,
             "inputs_are": inputs_are,
-            "rows_of": first,
+            "rows_of": next(name for name, j in inputs.items() if j == 0),
             "outputs": rules,
             "calling_convention_version": exported.calling_convention_version,
             "platforms": list(exported.platforms),
