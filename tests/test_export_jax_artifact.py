@@ -149,3 +149,10 @@ def test_version_guard(exported, tmp_path):
     )
     with pytest.raises(ValueError, match="calling convention 1"):
         load_serving(copy)
+
+
+def test_run_config_field():
+    assert jaxspec.RunConfig().export_jax_artifact is False
+    assert jaxspec.RunConfig().replace(export_jax_artifact=True).export_jax_artifact is True
+    with pytest.raises(TypeError, match="export_jax_artifact must be a bool"):
+        jaxspec.RunConfig(export_jax_artifact="yes")
