@@ -1,6 +1,6 @@
 """A model whose state holds more than PREDICT reads (no tests here): an MLP trained with
 Adam whose PREDICT serves an EMA copy of the weights, EVAL the raw weights. Shared by
-tests/test_export_slim.py and benchmarks/slim_export.py (there at 100+ MiB)."""
+tests/test_export_slim.py and tests/test_export_jax_artifact.py."""
 
 from __future__ import annotations
 
@@ -66,15 +66,6 @@ def model_fn(features, labels, mode, state):
     new = state.apply_gradients(grads=grads)
     new = new.replace(ema=jax.tree.map(lambda e, p: 0.9 * e + 0.1 * p, state.ema, new.params))
     return jaxspec.EstimatorSpec(mode, loss=loss, train_op=new)
-
-
-def leaf_names(tree: Any, prefix: str) -> dict[str, np.ndarray]:
-    """``{'ema/Dense_0/kernel': value}``: variable names as tf_bridge writes them."""
-    with_paths, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return {
-        prefix + "/" + jax.tree_util.keystr(p, simple=True, separator="/"): np.asarray(v)
-        for p, v in with_paths
-    }
 
 
 def input_fn(x: np.ndarray, y: np.ndarray, batch: int) -> Any:
