@@ -38,18 +38,41 @@ class PrecisionCheckedModelFn:
     def __repr__(self) -> str:
         return f"PrecisionCheckedModelFn({self.user_model_fn!r}, {self.policy})"
 
-    def __call__(self, features: Any, labels: Any, mode: str, params: Any, config: Any, *rest: Any) -> Any:
+    def __call__(
+        self,
+        features: Any,
+        labels: Any,
+        mode: str,
+        params: Any,
+        config: Any,
+        state: Any,
+        rng: Any,
+        global_step: Any,
+    ) -> Any:
+        """As ``ModelFnCaller.__call__`` (every argument by name), after the look."""
+        args = dict(
+            features=features,
+            labels=labels,
+            mode=mode,
+            params=params,
+            config=config,
+            state=state,
+            rng=rng,
+            global_step=global_step,
+        )
         if mode == ModeKeys.TRAIN and not self.checked:
             self.checked = True
-            self._check(features, labels, params, config, rest)
-        return self._caller(features, labels, mode, params, config, *rest)
+            self._check(args)
+        return self._caller(**args)
 
-    def _check(self, features: Any, labels: Any, params: Any, config: Any, rest: tuple[Any, ...]) -> None:
-        def step(features: Any, labels: Any, rest: Any) -> Any:
-            spec = self._caller(features, labels, ModeKeys.TRAIN, params, config, *rest)
+    def _check(self, args: dict[str, Any]) -> None:
+        arrays = {k: v for k, v in args.items() if k not in ("mode", "params", "config")}
+
+        def step(arrays: dict[str, Any]) -> Any:
+            spec = self._caller(**{**args, **arrays})
             return jax.tree.leaves((spec.loss, spec.train_op))
 
-        jaxpr = jax.make_jaxpr(step)(features, labels, rest)
+        jaxpr = jax.make_jaxpr(step)(arrays)
         if not computes_in(jaxpr, self.policy.compute_dtype):
             _log.warning(
                 "NPUEstimator: precision_mode asks for %s compute, but model_fn's train step does no "
