@@ -101,7 +101,7 @@ def test_optimizer_unscales_skips_non_finite_steps_and_follows_the_rule() -> Non
     for grads, finite, want_scale in zip(grads_seq, flags, want_scales, strict=True):
         scale = float(jaxspec.current_loss_scale(state))
         assert float(tx.scale_loss(jnp.float32(3.0), state)) == 3.0 * scale
-        scaled = jax.tree.map(lambda g: jnp.asarray(g, jnp.float32) * scale, grads)  # d(scale * loss)
+        scaled = jax.tree.map(lambda g, k=scale: jnp.asarray(g, jnp.float32) * k, grads)  # d(scale * loss)
         updates, state = update(scaled, state, params)
         if finite:
             want, ref_state = ref.update(jax.tree.map(jnp.asarray, grads), ref_state, params)
@@ -167,7 +167,9 @@ def test_tpu_estimator_skips_an_overflow_on_any_replica_and_writes_loss_scale(tm
     np.testing.assert_allclose(est.get_variable_value("params/w"), 1.0 - 3 * 0.5 * 0.25, rtol=1e-6)
     got = read_scalars(str(tmp_path), "loss_scale")
     # grow every 2 finite steps, shrink (x 0.8) at each overflow: the scale after each step
-    assert got == [(s, pytest.approx(v)) for s, v in zip([1, 2, 3, 4], [1024.0, 819.2, 819.2, 1638.4])]
+    assert got == [
+        (s, pytest.approx(v)) for s, v in zip([1, 2, 3, 4], [1024.0, 819.2, 819.2, 1638.4], strict=True)
+    ]
     assert [step for step, _ in read_scalars(str(tmp_path), "loss")] == [1, 2, 3, 4]
 
 
