@@ -207,13 +207,16 @@ class LossScaleTransformation(optax.GradientTransformationExtraArgs):
     __slots__ = ()
 
     def scale_loss(self, loss: Any, opt_state: Any) -> Any:
-        """``loss`` times the current scale of ``opt_state`` (``current_loss_scale``), in
-        the loss's dtype. Differentiate this, and pass the gradients to ``update``.
+        """``loss`` times the current scale of ``opt_state`` (``current_loss_scale``),
+        computed in float32 (or the loss's dtype where that is wider: a float16 loss
+        would overflow at a scale of 2**16). Differentiate this, and pass the
+        gradients to ``update``.
 
         Raises:
           ValueError: as ``current_loss_scale``.
         """
-        return loss * current_loss_scale(opt_state).astype(jnp.result_type(loss))
+        dtype = jnp.promote_types(jnp.result_type(loss), jnp.float32)
+        return jnp.asarray(loss, dtype) * current_loss_scale(opt_state).astype(dtype)
 
 
 def LossScaleOptimizer(  # noqa: N802 - the adapter's class name

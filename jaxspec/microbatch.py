@@ -128,7 +128,8 @@ def microbatched_value_and_grad(
       A function with ``fun``'s arguments returning what ``jax.value_and_grad`` returns.
 
     Raises:
-      TypeError: num_microbatches is not an int (when called with bad argnums, as JAX).
+      TypeError: num_microbatches is not an int; argnums not ints (as
+        ``jax.value_and_grad``).
       ValueError: num_microbatches < 1; or, when the returned function is called, a
         split leaf whose leading axis ``num_microbatches`` does not divide (both numbers
         named) or a scalar split leaf.
