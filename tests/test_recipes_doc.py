@@ -31,4 +31,11 @@ def test_recipe_runs(title: str, tmp_path: pathlib.Path, monkeypatch: pytest.Mon
     if "import tf_bridge" in code:
         pytest.importorskip("tensorflow")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f"docs/recipes.md ({title})", "exec"), {"__name__": "recipe"})  # its asserts check it
+    namespace: dict = {"__name__": "recipe"}
+    exec(compile(code, f"docs/recipes.md ({title})", "exec"), namespace)  # its asserts check it
+    if title == "float16 with loss scaling":  # the Estimator's loss_scale summary, every 10 steps
+        from tests.test_loss_scale import read_scalars
+
+        written = read_scalars(namespace["est"].model_dir, "loss_scale")
+        assert [step for step, _ in written] == list(range(10, 101, 10))
+        assert written[-1][1] == namespace["scale"]  # the scale after step 100, as checkpointed
