@@ -3,9 +3,10 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import _root_logger, export, heads, hooks, metrics, summary
+from jaxspec import _root_logger, export, heads, hooks, metrics, mixed_precision, summary
 from jaxspec.compilation_cache import enable_compilation_cache
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
+from jaxspec.ema import ExponentialMovingAverage
 from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
@@ -25,6 +26,13 @@ from jaxspec.hooks import (
     SummarySaverHook,
 )
 from jaxspec.loop.console import undo_basic_config
+from jaxspec.loss_scale import (
+    ExponentialUpdateLossScaleManager,
+    FixedLossScaleManager,
+    LossScaleOptimizer,
+    current_loss_scale,
+)
+from jaxspec.microbatch import microbatched_value_and_grad
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.npu_config import NPURunConfig
 from jaxspec.npu_estimator import NPUEstimator
@@ -100,4 +108,11 @@ __all__ = [
     "MultiHead",
     "MultiLabelHead",
     "RegressionHead",
+    "microbatched_value_and_grad",
+    "FixedLossScaleManager",
+    "ExponentialUpdateLossScaleManager",
+    "LossScaleOptimizer",
+    "current_loss_scale",
+    "mixed_precision",
+    "ExponentialMovingAverage",
 ]

@@ -78,8 +78,10 @@ class NPURunConfig(RunConfig):
       keep_checkpoint_every_n_hours, log_step_count_steps, train_distribute,
       eval_distribute: as RunConfig.
       precision_mode: None or the adapter's string. ``compute_dtype`` gives the JAX dtype
-        it maps to (``PRECISION_DTYPES``; model_fn may cast with it); values without a
-        JAX counterpart are recorded and ignored with a warning.
+        it maps to (``PRECISION_DTYPES``), and ``precision_policy`` the
+        ``jaxspec.mixed_precision.Policy`` model_fn casts with when that dtype is
+        float16 or bfloat16; values without a JAX counterpart are recorded and ignored
+        with a warning.
       enable_reduce_precision, variable_format_optimize, enable_data_pre_proc,
       is_tailing_optimization, hcom_parallel: stored.
       mix_compile_mode: bool; True needs ``iterations_per_loop == 1``.
@@ -191,3 +193,17 @@ class NPURunConfig(RunConfig):
         import jax.numpy as jnp
 
         return getattr(jnp, name)
+
+    @property
+    def precision_policy(self) -> Any:
+        """A ``jaxspec.mixed_precision.Policy(compute_dtype, param_dtype=float32)`` when
+        ``precision_mode`` asks for reduced precision (float16 or bfloat16 compute), else
+        None. NPUEstimator passes it to model_fn as ``params['precision_policy']`` too;
+        model_fn casts with it (XLA does not cast a model by itself, the NPU's graph
+        engine did)."""
+        name = PRECISION_DTYPES.get(self.precision_mode or "")
+        if name is None or name == "float32":
+            return None
+        from jaxspec.mixed_precision import Policy
+
+        return Policy(self.compute_dtype)

@@ -3,13 +3,85 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
+
+import jax
 
 from jaxspec._model_fn import npu_spec_check
 from jaxspec.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
+from jaxspec.mixed_precision import Policy, computes_in
+from jaxspec.mode_keys import ModeKeys
 from jaxspec.npu_config import NPURunConfig
 from jaxspec.spec.fn_types import InitFn, ModelFn
+
+_log = logging.getLogger("jaxspec")
+PRECISION_POLICY_KEY = "precision_policy"
+
+
+class PrecisionCheckedModelFn:
+    """The Estimator's model_fn wrapper, plus one look at the first TRAIN trace: when no
+    matmul or convolution of model_fn's train step takes ``policy.compute_dtype``
+    operands, one warning says so (the NPU cast the graph itself; XLA does not).
+
+    The look traces model_fn once more (``jax.make_jaxpr``, inside the first TRAIN
+    trace, on the same abstract arguments): its jaxpr is only read, never run.
+    """
+
+    def __init__(self, caller: Any, policy: Policy) -> None:
+        self._caller = caller
+        self.user_model_fn = getattr(caller, "user_model_fn", caller)
+        self.policy = policy
+        self.checked = False
+
+    def __repr__(self) -> str:
+        return f"PrecisionCheckedModelFn({self.user_model_fn!r}, {self.policy})"
+
+    def __call__(
+        self,
+        features: Any,
+        labels: Any,
+        mode: str,
+        params: Any,
+        config: Any,
+        state: Any,
+        rng: Any,
+        global_step: Any,
+    ) -> Any:
+        """As ``ModelFnCaller.__call__`` (every argument by name), after the look."""
+        args = dict(
+            features=features,
+            labels=labels,
+            mode=mode,
+            params=params,
+            config=config,
+            state=state,
+            rng=rng,
+            global_step=global_step,
+        )
+        if mode == ModeKeys.TRAIN and not self.checked:
+            self.checked = True
+            self._check(args)
+        return self._caller(**args)
+
+    def _check(self, args: dict[str, Any]) -> None:
+        arrays = {k: v for k, v in args.items() if k not in ("mode", "params", "config")}
+
+        def step(arrays: dict[str, Any]) -> Any:
+            spec = self._caller(**{**args, **arrays})
+            return jax.tree.leaves((spec.loss, spec.train_op))
+
+        jaxpr = jax.make_jaxpr(step)(arrays)
+        if not computes_in(jaxpr, self.policy.compute_dtype):
+            _log.warning(
+                "NPUEstimator: precision_mode asks for %s compute, but model_fn's train step does no "
+                "matmul or convolution in %s. jaxspec cannot cast a model by itself: cast inputs and "
+                "parameters with params['precision_policy'] (a jaxspec.mixed_precision.Policy), or "
+                "give the model's layers that dtype.",
+                self.policy.compute_dtype.name,
+                self.policy.compute_dtype.name,
+            )
 
 
 class NPUEstimator(Estimator):
@@ -28,6 +100,12 @@ class NPUEstimator(Estimator):
       config: an NPURunConfig, required.
       job_start_file: accepted for the adapter's signature; JAX finds its devices and
         processes itself (``jax.distributed``), so the file is not read.
+
+    A ``precision_mode`` asking for float16 or bfloat16 compute gives model_fn
+    ``config.precision_policy`` and ``params['precision_policy']``, a
+    ``jaxspec.mixed_precision.Policy``; the adapter's graph engine cast the model itself,
+    XLA does not, so model_fn casts with it. When the first traced train step does no
+    matmul or convolution in that dtype, one warning says so.
 
     Calls are checked as the adapter does: a TRAIN or EVAL model_fn that returns neither
     an NPUEstimatorSpec nor an EstimatorSpec is a RuntimeError; in PREDICT it is
@@ -52,6 +130,9 @@ class NPUEstimator(Estimator):
             raise ValueError(f"NPUEstimator needs config, an NPURunConfig; got {type(config).__name__}.")
         super().__init__(model_fn, model_dir, config, params, warm_start_from, init_fn)
         self._job_start_file = job_start_file
+        self._precision_policy = config.precision_policy
+        if self._precision_policy is not None:
+            self._model_fn = PrecisionCheckedModelFn(self._model_fn, self._precision_policy)
 
     def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
         """The adapter's rule (``npu_spec_check``)."""
@@ -61,6 +142,9 @@ class NPUEstimator(Estimator):
         """NPUEstimator's plan: one device, ``NPURunConfig.iterations_per_loop`` steps per
         compiled loop (exports: one step, as any export)."""
         plan = super()._run_plan(mode, for_export)
+        if self._precision_policy is not None:
+            params = dict(plan.model_params, **{PRECISION_POLICY_KEY: self._precision_policy})
+            plan = dataclasses.replace(plan, model_params=params)
         if for_export:
             return plan
         return dataclasses.replace(plan, iterations_per_loop=self._config.iterations_per_loop)

@@ -22,6 +22,7 @@ from jaxspec._fn_args import call_with_declared
 from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
+from jaxspec.loss_scale import find_loss_scale
 from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.metrics.base import padding_mask_scope
@@ -64,6 +65,8 @@ class TrainLoopOut(NamedTuple):
       losses: ``[N, R]`` per step and replica.
       host: one entry per host call: a list of arrays ``[N, R*b, ...]``.
       hook_values: one entry per spec hook: ``{name: array [N, R, ...]}``.
+      loss_scales: ``[N, R]``, the loss scale the state holds after each step (a
+        ``jaxspec.LossScaleOptimizer``'s), or None when the state holds none.
     """
 
     state: Any
@@ -71,6 +74,7 @@ class TrainLoopOut(NamedTuple):
     losses: Any
     host: list[Any]
     hook_values: list[Any]
+    loss_scales: Any = None
 
 
 class EvalLoopOut(NamedTuple):
@@ -226,13 +230,15 @@ class StepEngine:
                 parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch, record=record)
                 new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
                 host = [hc.tensors for hc in parts.host_calls]
-                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors())
+                scale = find_loss_scale(new_state)  # for the loss_scale summary
+                scale = None if scale is None else jnp.asarray(scale, jnp.float32)[None]
+                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors(), scale)
 
-            (state, step), (losses, host, hook_values) = jax.lax.scan(body, (state, step), (features, labels))
-            return state, step, losses, host, hook_values
+            (state, step), outs = jax.lax.scan(body, (state, step), (features, labels))
+            return (state, step, *outs)
 
-        b = self._batch
-        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), self._stacked, b, self._stacked))
+        b, s = self._batch, self._stacked
+        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), s, b, s, s))
 
         def train_loop(*args: Any) -> TrainLoopOut:  # jit's name for the executable: jit_train_loop
             return TrainLoopOut(*sharded(*args))

@@ -73,13 +73,17 @@ class ProgressHook(SessionRunHook):
             return NEVER
         return (global_step // self.log_every + 1) * self.log_every
 
-    def after_loop(self, first_step: int, losses: np.ndarray) -> None:
-        """Record a loop's per-step losses (all of them, not only the last)."""
+    def after_loop(self, first_step: int, losses: np.ndarray, loss_scales: np.ndarray | None = None) -> None:
+        """Record a loop's per-step losses (all of them, not only the last), and the
+        state's loss scale after each step when it holds one (``loss_scale``)."""
         step = first_step + len(losses)
         if self.summary_every:
             for i, loss in enumerate(losses):
                 if (first_step + i + 1) % self.summary_every == 0:
-                    write_scalars(self.model_dir, first_step + i + 1, {"loss": loss})
+                    scalars = {"loss": loss}
+                    if loss_scales is not None:
+                        scalars["loss_scale"] = loss_scales[i]
+                    write_scalars(self.model_dir, first_step + i + 1, scalars)
         if not self.log_every or step // self.log_every == self.last_step // self.log_every:
             return
         elapsed = max(time.time() - self.last_time, 1e-9)
@@ -302,7 +306,8 @@ def _account(
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
     progress.losses = losses
-    progress.after_loop(first, losses)
+    scales = None if chunks[0].out.loss_scales is None else [to_host(c.out.loss_scales) for c in chunks]
+    progress.after_loop(first, losses, None if scales is None else np.concatenate([x[:, 0] for x in scales]))
     if console.has_bar():
         rate = (call.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
         console.update(call.global_step - start, loss=losses[-1], global_step_per_sec=rate)

@@ -1,0 +1,176 @@
+"""Gradient accumulation: ``microbatched_value_and_grad``, ``jax.value_and_grad`` over
+equal parts of a batch run one after another in a ``lax.scan``.
+
+tf.estimator has no accumulation of its own (TF users wrote it into their train_op); the
+signature and the result here are ``jax.value_and_grad``'s, so a model_fn changes one
+call. The optimizer then sees one gradient per step: ``global_step`` counts optimizer
+updates, not parts, and ``CrossShardOptimizer`` reduces that one gradient over replicas
+once per step (optax's ``MultiSteps`` instead counts every part as a step).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxspec._checks import type_name
+
+_F32 = jnp.float32
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(argnums, int | np.integer):
+        return (int(argnums),)
+    return tuple(operator.index(i) for i in argnums)
+
+
+def _split_leaf(leaf: Any, n: int, where: str) -> Any:
+    """``[B, ...]`` -> ``[n, B // n, ...]`` (the parts in row order)."""
+    shape = np.shape(leaf)
+    if not shape:
+        raise ValueError(
+            f"microbatched_value_and_grad: {where} is a scalar; an argument that is split over "
+            f"num_microbatches={n} needs a leading (batch) axis. Pass it by keyword or in a closure."
+        )
+    if shape[0] % n:
+        raise ValueError(
+            f"microbatched_value_and_grad: {where} has a leading axis of {shape[0]}, which "
+            f"num_microbatches={n} does not divide."
+        )
+    return jnp.reshape(leaf, (n, shape[0] // n) + tuple(shape[1:]))
+
+
+def _split(arg: Any, n: int, position: int) -> Any:
+    def split(path: Any, leaf: Any) -> Any:
+        if not hasattr(leaf, "shape"):
+            return leaf  # a Python number or other static leaf: the same in every part
+        return _split_leaf(leaf, n, f"positional argument {position}{jax.tree_util.keystr(path)}")
+
+    return jax.tree_util.tree_map_with_path(split, arg)
+
+
+def _varying_axes(like: jax.ShapeDtypeStruct) -> tuple[str, ...]:
+    """The manual mesh axes ``like`` varies over (inside a ``shard_map`` that checks
+    them): the accumulator must vary over the same ones to be a scan carry."""
+    axes = getattr(like, "vma", None)
+    if axes is None:
+        axes = getattr(getattr(like, "manual_axis_type", None), "varying", None)
+    return tuple(sorted(axes or ()))
+
+
+def _zeros_f32(tree: Any) -> Any:
+    def zeros(like: jax.ShapeDtypeStruct) -> Any:
+        z = jnp.zeros(like.shape, _F32)
+        axes = _varying_axes(like)
+        return jax.lax.pcast(z, axes, to="varying") if axes else z
+
+    return jax.tree.map(zeros, tree)
+
+
+def _add_f32(acc: Any, new: Any) -> Any:
+    return jax.tree.map(lambda a, x: a + jnp.asarray(x).astype(_F32), acc, new)
+
+
+def _mean_as(acc: Any, like: Any, n: int) -> Any:
+    return jax.tree.map(lambda a, s: (a / n).astype(s.dtype), acc, like)
+
+
+def microbatched_value_and_grad(
+    fun: Callable[..., Any],
+    num_microbatches: int,
+    *,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+) -> Callable[..., Any]:
+    """``jax.value_and_grad(fun, argnums, has_aux)``, computed over ``num_microbatches``
+    equal parts of the batch, one part at a time.
+
+    The returned function takes ``fun``'s arguments. Each positional argument not in
+    ``argnums`` (features, labels, a mask, ...) is a pytree whose array leaves are
+    split along axis 0 into ``num_microbatches`` equal parts of consecutive rows
+    (``[B, ...]`` -> parts of ``[B // num_microbatches, ...]``); leaves that are not
+    arrays, and keyword arguments, go whole to every part. A ``lax.scan`` runs
+    ``jax.value_and_grad`` on one part after another, so only one part's activations
+    are live at a time (the point: memory, not speed). The result is
+    ``jax.value_and_grad``'s, ``(value, grads)`` or ``((value, aux), grads)``, where
+    ``value`` is the mean of the parts' values and ``grads`` the mean of their
+    gradients, both summed in float32 and cast back to ``fun``'s value dtype and each
+    parameter's dtype. For a ``fun`` whose value is a mean over its rows, that is the
+    value and gradient of the whole batch (up to float rounding).
+
+    With ``has_aux``, each aux leaf is the mean over the parts (summed in float32, cast
+    back to its dtype). That is right for per-batch means (an accuracy, a loss term) and
+    wrong for anything else: BatchNorm's batch statistics come out as the mean of the
+    parts' statistics (each part normalises with its own, smaller, batch, and a running
+    average updated from that mean differs from one updated part by part), and
+    per-example aux (predictions ``[B, ...]``) is averaged over parts, not concatenated.
+
+    Inside a TPUEstimator model_fn the arguments are the replica's own rows, so the
+    per-replica batch (``params['batch_size']``) is split; a ``CrossShardOptimizer``
+    still reduces the one accumulated gradient over replicas once per step, and
+    ``global_step`` counts optimizer updates.
+
+    Args:
+      fun: as for ``jax.value_and_grad``: a scalar-valued function (with ``has_aux``,
+        returning ``(value, aux)``).
+      num_microbatches: parts per batch, an int >= 1 (1: ``jax.value_and_grad`` itself).
+      argnums: int or sequence of ints: the positional arguments to differentiate
+        (not split).
+      has_aux: whether ``fun`` returns ``(value, aux)``.
+
+    Returns:
+      A function with ``fun``'s arguments returning what ``jax.value_and_grad`` returns.
+
+    Raises:
+      TypeError: num_microbatches is not an int; argnums not ints (as
+        ``jax.value_and_grad``).
+      ValueError: num_microbatches < 1; or, when the returned function is called, a
+        split leaf whose leading axis ``num_microbatches`` does not divide (both numbers
+        named) or a scalar split leaf.
+    """
+    if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int | np.integer):
+        raise TypeError(
+            f"microbatched_value_and_grad: num_microbatches must be an int, got {type_name(num_microbatches)}."
+        )
+    n = int(num_microbatches)
+    if n < 1:
+        raise ValueError(f"microbatched_value_and_grad: num_microbatches must be >= 1, got {n}.")
+    value_and_grad = jax.value_and_grad(fun, argnums=argnums, has_aux=has_aux)
+    if n == 1:
+        return value_and_grad
+    diff = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def accumulated(*args: Any, **kwargs: Any) -> Any:
+        split_at = [i for i in range(len(args)) if i not in diff]
+        leaves, treedef = jax.tree.flatten([_split(args[i], n, i) for i in split_at])
+        arrays = [i for i, leaf in enumerate(leaves) if hasattr(leaf, "shape")]
+
+        def one_part(part: list[Any]) -> Any:
+            full_leaves = list(leaves)
+            for i, a in zip(arrays, part, strict=True):
+                full_leaves[i] = a
+            full = list(args)
+            for i, a in zip(split_at, jax.tree.unflatten(treedef, full_leaves), strict=True):
+                full[i] = a
+            return value_and_grad(*full, **kwargs)
+
+        scanned = [leaves[i] for i in arrays]  # each [n, B // n, ...]
+        like = jax.eval_shape(one_part, [x[0] for x in scanned])  # (value[, aux]), grads
+
+        def body(acc: Any, part: list[Any]) -> Any:
+            return _add_f32(acc, one_part(part)), None
+
+        total, _ = jax.lax.scan(body, _zeros_f32(like), scanned, length=n)
+        return _mean_as(total, like, n)
+
+    return accumulated
+
+
+__all__ = ["microbatched_value_and_grad"]
