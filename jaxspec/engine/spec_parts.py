@@ -184,7 +184,7 @@ def check_new_state(state: Any, new_state: Any) -> Any:
     """
     old_paths, old_def = jax.tree_util.tree_flatten_with_path(state)
     new_leaves, new_def = jax.tree_util.tree_flatten(new_state)
-    if old_def != new_def:
+    if old_def != new_def:  # type: ignore[operator]  # jaxlib has no stub for PyTreeDef
         raise ValueError(
             f"train_op (the new state) must have the tree structure of state; {first_difference(state, new_state)}."
         )

@@ -133,6 +133,18 @@ def _metric_tensors(parts: SpecParts) -> list[Any]:
     return list(tensors.values()) if isinstance(tensors, dict) else list(tensors)
 
 
+def _export_heads(parts: SpecParts) -> dict[str, Any]:
+    """``{head: {output key: array}}`` of a PREDICT trace's export_outputs.
+
+    Raises:
+      ValueError: the spec has no export_outputs (one built with ``mode=None`` skips the
+        PREDICT defaults).
+    """
+    if parts.export_outputs is None:
+        raise ValueError("model_fn's spec in PREDICT has no export_outputs; build it with mode=PREDICT.")
+    return {head: out.tensors() for head, out in parts.export_outputs.items()}
+
+
 class StepEngine:
     """Builds the compiled train/eval/predict loops of one model_fn.
 
@@ -223,7 +235,8 @@ class StepEngine:
         def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 st, gs = carry
-                parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch, record=record)
+                batch_features, batch_labels = batch
+                parts = self._call(ModeKeys.TRAIN, st, gs, key, batch_features, batch_labels, record=record)
                 new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
                 host = [hc.tensors for hc in parts.host_calls]
                 return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors())
@@ -239,7 +252,9 @@ class StepEngine:
 
         if cores_per_replica(self.mesh) == 1 or state_shardings is None:
             return LoopFn(train_loop)
-        return LoopFn(train_loop, TrainLoopOut(state_shardings, None, None, None, None))
+        # out_shardings is a TrainLoopOut of shardings (None: XLA's choice), not of arrays;
+        # _make takes its items untyped.
+        return LoopFn(train_loop, TrainLoopOut._make((state_shardings, None, None, None, None)))
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self, record: RecordParts) -> LoopFn:
@@ -262,11 +277,13 @@ class StepEngine:
                 with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                     parts = self._call(ModeKeys.EVAL, state, step, key, f, lab, record=keep)
                     loss = parts.loss
+                    payload: list[Any] | dict[str, Any]
                     if on_mesh:
                         payload = _metric_tensors(parts)
                     else:
-                        _check_metric_names(parts.metric_states)
-                        payload = {"loss": mean(loss), **parts.metric_states}
+                        metric_states = parts.metric_states or {}  # a dict in EVAL
+                        _check_metric_names(metric_states)
+                        payload = {"loss": mean(loss), **metric_states}
                 host = [hc.tensors for hc in parts.host_calls]
                 return carry, (loss[None], payload, host, parts.hook_tensors())
 
@@ -332,7 +349,7 @@ class StepEngine:
 
         def serve(state: Any, features: Any) -> Any:
             parts = self._call(ModeKeys.PREDICT, state, jnp.zeros((), jnp.int32), key, features, None)
-            return {head: out.tensors() for head, out in parts.export_outputs.items()}
+            return _export_heads(parts)
 
         return serve
 
@@ -356,7 +373,7 @@ class StepEngine:
         def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
             parts = self._call(mode, state, step, key, features, labels, record=record)
             if mode == ModeKeys.PREDICT:
-                return {"heads": {head: out.tensors() for head, out in parts.export_outputs.items()}}
+                return {"heads": _export_heads(parts)}
             out = {"loss": parts.loss, "predictions": parts.predictions}
             if mode == ModeKeys.TRAIN:
                 out["new_state"] = check_new_state(state, parts.new_state)

@@ -92,11 +92,12 @@ class CompiledLoop:
 
         step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
         input_specs = self._input_specs(batch_args)
-        if input_specs is None:
+        mesh = self.mesh
+        if input_specs is None or mesh is None:  # specs only exist on a mesh with 'core' > 1
             batch = jax.tree.map(spec, batch_args)
         else:
             batch = jax.tree.map(
-                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
+                lambda x, p: spec(x, stacked_batch_sharding(mesh, p)), batch_args, input_specs
             )
         return (self.abstract_state, step, self.step_key, *batch)
 
@@ -111,7 +112,10 @@ class CompiledLoop:
         if sig not in self._cache.compiled and sig not in self._cache.lowered:
             with self.notes.noting(batch_args, None):
                 self._cache.lowered[sig] = self._jitted.lower(*specs)
-        return self._cache.parts
+        parts = self._cache.parts
+        if parts is None:  # the mode's first lowering records them
+            raise RuntimeError(f"the {self.mode} loop was lowered without recording its spec parts.")
+        return parts
 
     def _compile(
         self, batch_args: tuple[Any, ...], global_step: int | None = None, keep_state: bool = False

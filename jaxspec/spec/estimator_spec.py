@@ -22,20 +22,6 @@ from jaxspec.spec.scaffold import Scaffold
 
 SERVING_DEFAULT = "serving_default"
 
-_FIELDS = [
-    "mode",
-    "predictions",
-    "loss",
-    "train_op",
-    "eval_metric_ops",
-    "export_outputs",
-    "training_chief_hooks",
-    "training_hooks",
-    "scaffold",
-    "evaluation_hooks",
-    "prediction_hooks",
-]
-
 
 def check_mode(mode: Any, cls: str) -> str | None:
     """Return ``mode`` if it is None or one of ModeKeys' values.
@@ -240,7 +226,24 @@ def check_mode_unchanged(spec: Any, kwds: dict[str, Any]) -> None:
         )
 
 
-class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
+class EstimatorSpec(
+    collections.namedtuple(  # the fields as a literal list, which type checkers read
+        "EstimatorSpec",
+        [
+            "mode",
+            "predictions",
+            "loss",
+            "train_op",
+            "eval_metric_ops",
+            "export_outputs",
+            "training_chief_hooks",
+            "training_hooks",
+            "scaffold",
+            "evaluation_hooks",
+            "prediction_hooks",
+        ],
+    )
+):
     """What a model_fn returns, as ``tf.estimator.EstimatorSpec``.
 
     Per mode: TRAIN needs ``loss`` and ``train_op``; EVAL needs ``loss``; PREDICT needs
