@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxspec._fn_args import call_with_declared
+from jaxspec.config import RunConfig
 from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
@@ -168,7 +169,7 @@ class StepEngine:
         self,
         model_fn: Callable[..., Any],
         params: dict[str, dict[str, Any]],
-        config: Any,
+        config: RunConfig,
         mesh: Mesh | None,
         broadcast: bool = False,
         partition_rules: Any = None,

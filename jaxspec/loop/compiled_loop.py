@@ -72,7 +72,7 @@ class CompiledLoop:
     def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
         """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
         input_partition_dims splits them over 'core' (None otherwise)."""
-        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
+        dims = self.engine.config.tpu_config.input_partition_dims
         if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
             return None
         return partitioned_input_specs(batch_args, dims, replica_axis(self.mesh))
