@@ -27,6 +27,7 @@ from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.metrics.base import padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import Features, Labels, State
 from jaxspec.spec.host_call import call_with_tensors
 
 _METRIC_STEPS = 32  # steps whose metric_fn runs as one vectorised batch on the mesh
@@ -67,7 +68,7 @@ class TrainLoopOut(NamedTuple):
       hook_values: one entry per spec hook: ``{name: array [N, R, ...]}``.
     """
 
-    state: Any
+    state: State
     step: Any
     losses: Any
     host: list[Any]
@@ -189,11 +190,11 @@ class StepEngine:
     def _call(
         self,
         mode: str,
-        state: Any,
+        state: State,
         step: Any,
         key: Any,
-        features: Any,
-        labels: Any,
+        features: Features,
+        labels: Labels,
         record: RecordParts | None = None,
     ) -> SpecParts:
         rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
@@ -233,7 +234,7 @@ class StepEngine:
         """``(state, step, key, features, labels) -> TrainLoopOut``; the state stays in
         ``state_shardings`` (a pytree of Shardings like the state, or None)."""
 
-        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 st, gs = carry
                 batch_features, batch_labels = batch
@@ -272,7 +273,9 @@ class StepEngine:
             traced.append(parts)
             record(parts)
 
-        def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+        def replica_loop(
+            state: State, step: Any, key: Any, features: Features, labels: Labels, mask: Any
+        ) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
                 with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
@@ -294,7 +297,7 @@ class StepEngine:
         b = self._batch
         sharded = self._shard(replica_loop, (P(), P(), P(), b, b, b), (self._stacked, b, b, self._stacked))
 
-        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels, mask: Any) -> Any:
             losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
             if not on_mesh:
                 return EvalLoopOut(_fold_steps(payload), host, hook_values)
@@ -327,7 +330,7 @@ class StepEngine:
     def predict_loop(self, record: RecordParts) -> LoopFn:
         """``(state, step, key, features) -> PredictLoopOut``."""
 
-        def loop(state: Any, step: Any, key: Any, features: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features) -> Any:
             def body(carry: Any, f: Any) -> Any:
                 parts = self._call(ModeKeys.PREDICT, state, step, key, f, None, record=record)
                 return carry, (parts.predictions, parts.hook_tensors())
@@ -344,11 +347,11 @@ class StepEngine:
         return LoopFn(predict_loop)
 
     # -- serving (export) ----------------------------------------------------------------
-    def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:
+    def serving_fn(self, key: Any) -> Callable[[State, Features], Any]:
         """``(state, features) -> {head: {output: array}}``: model_fn in PREDICT off the
         mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``."""
 
-        def serve(state: Any, features: Any) -> Any:
+        def serve(state: State, features: Features) -> Any:
             parts = self._call(ModeKeys.PREDICT, state, jnp.zeros((), jnp.int32), key, features, None)
             return _export_heads(parts)
 
@@ -357,7 +360,7 @@ class StepEngine:
     # -- all three modes, for tf_bridge's exports ------------------------------------------
     def export_fn(
         self, mode: str, key: Any, record: RecordParts | None = None
-    ) -> Callable[[Any, Any, Any, Any], dict[str, Any]]:
+    ) -> Callable[[State, Any, Features, Labels], dict[str, Any]]:
         """``(state, global_step, features, labels) -> dict``: model_fn in ``mode`` off the
         mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``'s SavedModel exports.
 
@@ -371,7 +374,7 @@ class StepEngine:
         gets each trace's SpecParts (for the export heads).
         """
 
-        def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
+        def fn(state: State, step: Any, features: Features, labels: Labels) -> dict[str, Any]:
             parts = self._call(mode, state, step, key, features, labels, record=record)
             if mode == ModeKeys.PREDICT:
                 return {"heads": _export_heads(parts)}

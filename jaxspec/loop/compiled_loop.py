@@ -23,6 +23,7 @@ from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopO
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import State
 
 
 def _jit(loop: LoopFn, donate_state: bool) -> Any:
@@ -48,7 +49,7 @@ class CompiledLoop:
       step_key: the steps' random key.
     """
 
-    def __init__(self, cache: ModeCache, abstract_state: Any, step_key: Any) -> None:
+    def __init__(self, cache: ModeCache, abstract_state: State, step_key: Any) -> None:
         self._cache = cache
         self.engine = engine = cache.engine
         self.mode = cache.mode
@@ -143,7 +144,7 @@ class CompiledLoop:
         return compiled
 
     def dispatch(
-        self, state: Any, global_step: int, *host_args: Any, keep_state: bool = False
+        self, state: State, global_step: int, *host_args: Any, keep_state: bool = False
     ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),

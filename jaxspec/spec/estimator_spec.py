@@ -17,6 +17,7 @@ from jaxspec._checks import is_dense_array, is_number_leaf, is_sparse, type_name
 from jaxspec.export.export_output import ExportOutput, PredictOutput
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec._pytree import register_spec_pytree
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.spec.scaffold import Scaffold
 
@@ -280,9 +281,9 @@ class EstimatorSpec(
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
+        predictions: PyTree = None,
         loss: Any = None,
-        train_op: Any = None,
+        train_op: State = None,
         eval_metric_ops: Any = None,
         export_outputs: Any = None,
         training_chief_hooks: Any = None,

@@ -18,6 +18,7 @@ from jaxspec.spec.estimator_spec import (
     check_predictions,
     check_train_op,
 )
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.host_call import HostCallHook, call_with_tensors, validate_fn_tensors_pair
 from jaxspec.spec.scaffold import Scaffold
 
@@ -79,9 +80,9 @@ class TPUEstimatorSpec(
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
+        predictions: PyTree = None,
         loss: Any = None,
-        train_op: Any = None,
+        train_op: State = None,
         eval_metrics: Any = None,
         export_outputs: Any = None,
         scaffold_fn: Any = None,
