@@ -9,6 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxspec.spec.fn_types import PyTree
+
 
 def key_path_name(path: Sequence[Any]) -> str:
     """A leaf's key path joined with ``/`` (dict keys, attribute names and sequence
@@ -23,13 +25,13 @@ def key_path_name(path: Sequence[Any]) -> str:
     return "/".join(entry(k) for k in path)
 
 
-def named_leaves(tree: Any, is_leaf: Any = None) -> list[tuple[str, Any]]:
+def named_leaves(tree: PyTree, is_leaf: Any = None) -> list[tuple[str, Any]]:
     """``(name, leaf)`` pairs of a pytree, named by ``key_path_name``."""
     flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)[0]
     return [(key_path_name(path), leaf) for path, leaf in flat]
 
 
-def shape_signature(tree: Any) -> tuple[Any, tuple[tuple[tuple[int, ...], np.dtype], ...]]:
+def shape_signature(tree: PyTree) -> tuple[Any, tuple[tuple[tuple[int, ...], np.dtype], ...]]:
     """A tree's structure and each leaf's shape and dtype (no values read: device
     arrays and ``jax.ShapeDtypeStruct`` leaves work too). Equal signatures can share one
     compiled executable, or be stacked into one batch. Cheap enough for every step: the

@@ -17,7 +17,7 @@ import numbers
 import os
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from jaxspec._checks import check_positive_int, is_int, type_name
 from jaxspec._fn_args import fn_arg_names
@@ -123,20 +123,6 @@ def loop_duration_secs(tpu_config: TPUConfig | None) -> float | None:
     return float(parsed.value) if parsed.unit == "seconds" else None
 
 
-_TPU_FIELDS = [
-    "iterations_per_loop",
-    "num_shards",
-    "num_cores_per_replica",
-    "per_host_input_for_training",
-    "tpu_job_name",
-    "initial_infeed_sleep_secs",
-    "input_partition_dims",
-    "eval_training_input_configuration",
-    "experimental_host_call_every_n_steps",
-    "experimental_allow_per_host_v2_parallel_get_next",
-    "experimental_feed_hook",
-    "replica_axis_name",
-]
 _CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
@@ -183,7 +169,25 @@ def _pipeline(value: Any) -> InputPipelineConfig:
         ) from None
 
 
-class TPUConfig(collections.namedtuple("TPUConfig", _TPU_FIELDS)):
+class TPUConfig(
+    collections.namedtuple(  # the fields as a literal list, which type checkers read
+        "TPUConfig",
+        [
+            "iterations_per_loop",
+            "num_shards",
+            "num_cores_per_replica",
+            "per_host_input_for_training",
+            "tpu_job_name",
+            "initial_infeed_sleep_secs",
+            "input_partition_dims",
+            "eval_training_input_configuration",
+            "experimental_host_call_every_n_steps",
+            "experimental_allow_per_host_v2_parallel_get_next",
+            "experimental_feed_hook",
+            "replica_axis_name",
+        ],
+    )
+):
     """Mesh and loop settings of TPUEstimator (``tf.estimator.tpu.TPUConfig``), an
     immutable namedtuple as in TF.
 
@@ -341,9 +345,34 @@ def _validate(config: RunConfig) -> None:
         raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
 
 
+_T = TypeVar("_T")
+
+
+class _Field(Generic[_T]):
+    """A read-only RunConfig field, declared with its type in the class body and stored
+    as ``_<name>`` on the instance (a data descriptor, like a property: assigning or
+    deleting it raises AttributeError)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+        self.__doc__ = f"The ``{name}`` field (read-only; ``replace()`` makes a changed copy)."
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Field[_T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type) -> _T: ...
+
+    def __get__(self, obj: object | None, owner: type) -> _Field[_T] | _T:
+        return self if obj is None else getattr(obj, "_" + self._name)
+
+    def __set__(self, obj: object, value: _T) -> None:
+        raise AttributeError(f"RunConfig.{self._name} is read-only; use config.replace({self._name}=...).")
+
+
 class RunConfig:
     """Where and how an Estimator runs (``tf.estimator.RunConfig`` and
-    ``tf.estimator.tpu.RunConfig``). Fields are read-only properties; ``replace()``
+    ``tf.estimator.tpu.RunConfig``). Fields are read-only attributes; ``replace()``
     returns a changed copy, as in TF.
 
     Args:
@@ -388,6 +417,30 @@ class RunConfig:
       TypeError: a count that is not a number; tpu_config that is not a TPUConfig;
         export_jax_artifact that is not a bool.
     """
+
+    # The fields, in REPLACEABLE_FIELDS' order, then the ones replace() may not change.
+    model_dir: _Field[str | None] = _Field()
+    tf_random_seed: _Field[int | None] = _Field()
+    save_summary_steps: _Field[int | None] = _Field()
+    save_checkpoints_steps: _Field[int | None] = _Field()
+    save_checkpoints_secs: _Field[float | None] = _Field()
+    session_config: _Field[Any] = _Field()
+    keep_checkpoint_max: _Field[int | None] = _Field()
+    keep_checkpoint_every_n_hours: _Field[float] = _Field()
+    log_step_count_steps: _Field[int | None] = _Field()
+    train_distribute: _Field[Any] = _Field()
+    device_fn: _Field[Callable[..., Any] | None] = _Field()
+    protocol: _Field[str | None] = _Field()
+    eval_distribute: _Field[Any] = _Field()
+    experimental_distribute: _Field[Any] = _Field()
+    experimental_max_worker_delay_secs: _Field[int | None] = _Field()
+    session_creation_timeout_secs: _Field[int] = _Field()
+    checkpoint_save_graph_def: _Field[bool] = _Field()
+    tpu_config: _Field[TPUConfig] = _Field()
+    steps_per_execution: _Field[int | str] = _Field()
+    evaluation_master: _Field[str | None] = _Field()
+    master: _Field[str | None] = _Field()
+    cluster: _Field[Any] = _Field()
 
     def __init__(
         self,
@@ -550,12 +603,3 @@ class RunConfig:
             object.__setattr__(new, "_tpu_config", TPUConfig())
         _validate(new)
         return new
-
-
-def _field_property(name: str) -> property:
-    return property(lambda self: getattr(self, "_" + name), doc=f"The ``{name}`` field (read-only).")
-
-
-for _name in REPLACEABLE_FIELDS + _OTHER_FIELDS:
-    setattr(RunConfig, _name, _field_property(_name))
-del _name

@@ -352,14 +352,14 @@ def evaluate_continuously(
         sleep(max(eval_spec.throttle_secs - (time.time() - started), 0 if eval_spec.throttle_secs else 1))
 
 
-def _jaxspec_latest_checkpoint(estimator: Any) -> str | None:
+def _jaxspec_latest_checkpoint(estimator: Estimator) -> str | None:
     store = estimator._checkpoint_store()
     store.wait()  # Orbax saves in the background; evaluate complete checkpoints only
     step = store.latest_step()
     return None if step is None else store.path(step)
 
 
-def _jaxspec_latest_step(estimator: Any) -> int:
+def _jaxspec_latest_step(estimator: Estimator) -> int:
     store = estimator._checkpoint_store()
     store.wait()
     return store.latest_step() or 0
@@ -377,7 +377,7 @@ def _jaxspec_family() -> Family:
     )
 
 
-def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) -> Any:
+def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: Any) -> Any:
     """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``
     does in a single process.
 

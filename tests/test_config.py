@@ -160,6 +160,19 @@ def test_run_config_fields_are_read_only():
     config = RunConfig()
     with pytest.raises(AttributeError, match="read-only"):
         config.model_dir = "/tmp/x"
+    with pytest.raises(AttributeError):
+        del config.tpu_config
+    assert config.tpu_config == TPUConfig()
+
+
+def test_run_config_declares_every_field():
+    """The fields a type checker sees in RunConfig's class body are the ones it stores:
+    REPLACEABLE_FIELDS and the three replace() may not change, each with a docstring."""
+    declared = [name for name in vars(RunConfig) if name in RunConfig.__annotations__]
+    assert declared == [*REPLACEABLE_FIELDS, "evaluation_master", "master", "cluster"]
+    config = RunConfig(model_dir="/tmp/m", master="grpc://m")
+    assert [getattr(config, n) for n in declared] == [getattr(config, "_" + n) for n in declared]
+    assert "read-only" in vars(RunConfig)["model_dir"].__doc__
 
 
 def test_run_config_replace():

@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxspec._trees import key_path_name
 from jaxspec.engine.mesh import CORE_AXIS, REPLICA_AXIS, cores_per_replica, replicated
+from jaxspec.spec.fn_types import PyTree, State
 
 Rule = tuple[str, P]
 
@@ -116,7 +117,7 @@ def _box_spec(box: Any) -> P | None:
     return None
 
 
-def metadata_specs(tree: Any) -> list[P | None]:
+def metadata_specs(tree: PyTree) -> list[P | None]:
     """Per leaf of ``tree`` (in ``jax.tree.leaves`` order): the spec its flax box gives,
     or None."""
     out: list[P | None] = []
@@ -155,7 +156,7 @@ def _check_spec(name: str, shape: tuple[int, ...], spec: P, origin: str, core_si
             )
 
 
-def leaf_specs(abstract_state: Any, rules: Any, core_size: int) -> list[P]:
+def leaf_specs(abstract_state: State, rules: Any, core_size: int) -> list[P]:
     """One checked PartitionSpec per leaf of ``abstract_state`` (``jax.tree.leaves`` order).
 
     Raises:
@@ -184,7 +185,7 @@ def leaf_specs(abstract_state: Any, rules: Any, core_size: int) -> list[P]:
     return specs
 
 
-def state_shardings(abstract_state: Any, rules: Any, mesh: Mesh | None) -> Any:
+def state_shardings(abstract_state: State, rules: Any, mesh: Mesh | None) -> PyTree:
     """The sharding of each state leaf, as a tree shaped like ``abstract_state``.
 
     Off the mesh: this process's first device. On a 1-D mesh (one core per replica):
@@ -204,7 +205,7 @@ def state_shardings(abstract_state: Any, rules: Any, mesh: Mesh | None) -> Any:
     return jax.tree.unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
 
 
-def constrain_state(state: Any, shardings: Any) -> Any:
+def constrain_state(state: State, shardings: PyTree) -> State:
     """Inside the step: pin each leaf of ``state`` to its layout over ``'core'`` (a
     no-op unless the state is sharded), so the loop's carry keeps the rules' layout."""
     if shardings is None:
@@ -220,7 +221,7 @@ def constrain_state(state: Any, shardings: Any) -> Any:
     return jax.tree.unflatten(treedef, out)
 
 
-def put_state(state: Any, shardings: Any) -> Any:
+def put_state(state: State, shardings: PyTree) -> State:
     """Place a state pytree's leaves on their shardings (a no-op for leaves already
     there, as an init_fn compiled with these output shardings gives)."""
     leaves, treedef = jax.tree.flatten(state)

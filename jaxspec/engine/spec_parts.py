@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.estimator_spec import EstimatorSpec
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.spec.host_call import HostCallHook
 from jaxspec.spec.npu_estimator_spec import NPUEstimatorSpec
@@ -40,8 +41,8 @@ class SpecParts:
 
     mode: str
     loss: Any = None
-    new_state: Any = None
-    predictions: Any = None
+    new_state: State = None
+    predictions: PyTree = None
     metric_states: dict[str, Any] | None = None
     metric_fn: tuple[Callable[..., Any], Any] | None = None
     host_calls: list[HostCall] = dataclasses.field(default_factory=list)
@@ -153,7 +154,7 @@ def unpack_spec(spec: Any, mode: str, on_mesh: bool) -> SpecParts:
     )
 
 
-def first_difference(state: Any, new_state: Any) -> str:
+def first_difference(state: State, new_state: State) -> str:
     """Where the tree structures of ``state`` and ``new_state`` first differ: a key path
     and what each tree has there (not the whole trees)."""
     paths = [
@@ -175,7 +176,7 @@ def first_difference(state: Any, new_state: Any) -> str:
     )
 
 
-def check_new_state(state: Any, new_state: Any) -> Any:
+def check_new_state(state: State, new_state: State) -> State:
     """Check that ``new_state`` (train_op) matches ``state`` leaf by leaf; return it with
     each leaf cast to the old leaf's exact dtype (so a scan carry keeps its type).
 
@@ -184,7 +185,7 @@ def check_new_state(state: Any, new_state: Any) -> Any:
     """
     old_paths, old_def = jax.tree_util.tree_flatten_with_path(state)
     new_leaves, new_def = jax.tree_util.tree_flatten(new_state)
-    if old_def != new_def:
+    if old_def != new_def:  # type: ignore[operator]  # jaxlib has no stub for PyTreeDef
         raise ValueError(
             f"train_op (the new state) must have the tree structure of state; {first_difference(state, new_state)}."
         )

@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxspec._fn_args import call_with_declared
+from jaxspec.config import RunConfig
 from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
@@ -27,6 +28,7 @@ from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.metrics.base import padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import Features, Labels, State
 from jaxspec.spec.host_call import call_with_tensors
 
 _METRIC_STEPS = 32  # steps whose metric_fn runs as one vectorised batch on the mesh
@@ -69,7 +71,7 @@ class TrainLoopOut(NamedTuple):
         ``jaxspec.LossScaleOptimizer``'s), or None when the state holds none.
     """
 
-    state: Any
+    state: State
     step: Any
     losses: Any
     host: list[Any]
@@ -137,6 +139,18 @@ def _metric_tensors(parts: SpecParts) -> list[Any]:
     return list(tensors.values()) if isinstance(tensors, dict) else list(tensors)
 
 
+def _export_heads(parts: SpecParts) -> dict[str, Any]:
+    """``{head: {output key: array}}`` of a PREDICT trace's export_outputs.
+
+    Raises:
+      ValueError: the spec has no export_outputs (one built with ``mode=None`` skips the
+        PREDICT defaults).
+    """
+    if parts.export_outputs is None:
+        raise ValueError("model_fn's spec in PREDICT has no export_outputs; build it with mode=PREDICT.")
+    return {head: out.tensors() for head, out in parts.export_outputs.items()}
+
+
 class StepEngine:
     """Builds the compiled train/eval/predict loops of one model_fn.
 
@@ -160,7 +174,7 @@ class StepEngine:
         self,
         model_fn: Callable[..., Any],
         params: dict[str, dict[str, Any]],
-        config: Any,
+        config: RunConfig,
         mesh: Mesh | None,
         broadcast: bool = False,
         partition_rules: Any = None,
@@ -180,11 +194,11 @@ class StepEngine:
     def _call(
         self,
         mode: str,
-        state: Any,
+        state: State,
         step: Any,
         key: Any,
-        features: Any,
-        labels: Any,
+        features: Features,
+        labels: Labels,
         record: RecordParts | None = None,
     ) -> SpecParts:
         rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
@@ -224,10 +238,11 @@ class StepEngine:
         """``(state, step, key, features, labels) -> TrainLoopOut``; the state stays in
         ``state_shardings`` (a pytree of Shardings like the state, or None)."""
 
-        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 st, gs = carry
-                parts = self._call(ModeKeys.TRAIN, st, gs, key, *batch, record=record)
+                batch_features, batch_labels = batch
+                parts = self._call(ModeKeys.TRAIN, st, gs, key, batch_features, batch_labels, record=record)
                 new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
                 host = [hc.tensors for hc in parts.host_calls]
                 scale = find_loss_scale(new_state)  # for the loss_scale summary
@@ -245,7 +260,9 @@ class StepEngine:
 
         if cores_per_replica(self.mesh) == 1 or state_shardings is None:
             return LoopFn(train_loop)
-        return LoopFn(train_loop, TrainLoopOut(state_shardings, None, None, None, None))
+        # out_shardings is a TrainLoopOut of shardings (None: XLA's choice), not of arrays;
+        # _make takes its items untyped.
+        return LoopFn(train_loop, TrainLoopOut._make((state_shardings, None, None, None, None)))
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self, record: RecordParts) -> LoopFn:
@@ -262,17 +279,21 @@ class StepEngine:
             traced.append(parts)
             record(parts)
 
-        def replica_loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+        def replica_loop(
+            state: State, step: Any, key: Any, features: Features, labels: Labels, mask: Any
+        ) -> Any:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
                 with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                     parts = self._call(ModeKeys.EVAL, state, step, key, f, lab, record=keep)
                     loss = parts.loss
+                    payload: list[Any] | dict[str, Any]
                     if on_mesh:
                         payload = _metric_tensors(parts)
                     else:
-                        _check_metric_names(parts.metric_states)
-                        payload = {"loss": mean(loss), **parts.metric_states}
+                        metric_states = parts.metric_states or {}  # a dict in EVAL
+                        _check_metric_names(metric_states)
+                        payload = {"loss": mean(loss), **metric_states}
                 host = [hc.tensors for hc in parts.host_calls]
                 return carry, (loss[None], payload, host, parts.hook_tensors())
 
@@ -282,7 +303,7 @@ class StepEngine:
         b = self._batch
         sharded = self._shard(replica_loop, (P(), P(), P(), b, b, b), (self._stacked, b, b, self._stacked))
 
-        def loop(state: Any, step: Any, key: Any, features: Any, labels: Any, mask: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels, mask: Any) -> Any:
             losses, payload, host, hook_values = sharded(state, step, key, features, labels, mask)
             if not on_mesh:
                 return EvalLoopOut(_fold_steps(payload), host, hook_values)
@@ -315,7 +336,7 @@ class StepEngine:
     def predict_loop(self, record: RecordParts) -> LoopFn:
         """``(state, step, key, features) -> PredictLoopOut``."""
 
-        def loop(state: Any, step: Any, key: Any, features: Any) -> Any:
+        def loop(state: State, step: Any, key: Any, features: Features) -> Any:
             def body(carry: Any, f: Any) -> Any:
                 parts = self._call(ModeKeys.PREDICT, state, step, key, f, None, record=record)
                 return carry, (parts.predictions, parts.hook_tensors())
@@ -332,20 +353,20 @@ class StepEngine:
         return LoopFn(predict_loop)
 
     # -- serving (export) ----------------------------------------------------------------
-    def serving_fn(self, key: Any) -> Callable[[Any, Any], Any]:
+    def serving_fn(self, key: Any) -> Callable[[State, Features], Any]:
         """``(state, features) -> {head: {output: array}}``: model_fn in PREDICT off the
         mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``."""
 
-        def serve(state: Any, features: Any) -> Any:
+        def serve(state: State, features: Features) -> Any:
             parts = self._call(ModeKeys.PREDICT, state, jnp.zeros((), jnp.int32), key, features, None)
-            return {head: out.tensors() for head, out in parts.export_outputs.items()}
+            return _export_heads(parts)
 
         return serve
 
     # -- all three modes, for tf_bridge's exports ------------------------------------------
     def export_fn(
         self, mode: str, key: Any, record: RecordParts | None = None
-    ) -> Callable[[Any, Any, Any, Any], dict[str, Any]]:
+    ) -> Callable[[State, Any, Features, Labels], dict[str, Any]]:
         """``(state, global_step, features, labels) -> dict``: model_fn in ``mode`` off the
         mesh (TPUEstimator exports its CPU graph), for ``tf_bridge``'s SavedModel exports.
 
@@ -359,10 +380,10 @@ class StepEngine:
         gets each trace's SpecParts (for the export heads).
         """
 
-        def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
+        def fn(state: State, step: Any, features: Features, labels: Labels) -> dict[str, Any]:
             parts = self._call(mode, state, step, key, features, labels, record=record)
             if mode == ModeKeys.PREDICT:
-                return {"heads": {head: out.tensors() for head, out in parts.export_outputs.items()}}
+                return {"heads": _export_heads(parts)}
             out = {"loss": parts.loss, "predictions": parts.predictions}
             if mode == ModeKeys.TRAIN:
                 out["new_state"] = check_new_state(state, parts.new_state)

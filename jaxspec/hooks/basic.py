@@ -17,14 +17,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from jaxspec.store.summaries import write_scalars
+
+if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
+    from jaxspec.loop.hook_runner import HostSession
 
 _log = logging.getLogger("jaxspec")
 
@@ -97,7 +100,7 @@ class LoggingTensorHook(SessionRunHook):
         if self._timer is not None:
             self._timer.reset()
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: HostSession, coord: Any) -> None:
         """Note the global step iterations count from."""
         self._start = int(getattr(session, "global_step", 0) or 0)
 
@@ -107,7 +110,7 @@ class LoggingTensorHook(SessionRunHook):
         step = timer_step(self._timer, global_step - self._start - 1)
         return step if step == NEVER else step + self._start + 1
 
-    def before_run(self, run_context: Any) -> SessionRunArgs | None:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the tensors when this run's (last) iteration is due."""
         last = self._iter + getattr(run_context, "iterations", 1) - 1
         self._trigger = self._timer is not None and self._timer.should_trigger_for_step(last)
@@ -120,7 +123,7 @@ class LoggingTensorHook(SessionRunHook):
         text = ", ".join(f"{tag} = {values[tag]}" for tag in self._names)
         _log.info(f"{text} ({elapsed:.3f} sec)" if elapsed is not None else text)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Log when due, with the seconds since the last log."""
         iterations = getattr(run_context, "iterations", 1)
         if self._trigger:
@@ -128,7 +131,7 @@ class LoggingTensorHook(SessionRunHook):
             self._log_values(run_values.results, elapsed)
         self._iter += iterations
 
-    def end(self, session: Any) -> None:
+    def end(self, session: HostSession) -> None:
         """Log the last values when ``at_end``."""
         if self._at_end:
             self._log_values(session.run(self._names))
@@ -155,7 +158,7 @@ class StopAtStepHook(SessionRunHook):
         """The step this hook stops at (known once the session exists)."""
         return self._last_step
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: HostSession, coord: Any) -> None:
         """Fix ``last_step`` from the current global step when num_steps was given."""
         if self._num_steps is not None:
             self._last_step = int(session.global_step) + self._num_steps
@@ -166,11 +169,11 @@ class StopAtStepHook(SessionRunHook):
             return None
         return self._last_step
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Request a stop once the global step reaches ``last_step``."""
         if int(run_values.results) >= self._last_step:
             run_context.request_stop()
@@ -208,11 +211,11 @@ class NanTensorHook(SessionRunHook):
         step only)."""
         return NEVER if self._fail and self._name == "loss" else None
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the loss (every step's of the run, for ``'loss'``)."""
         return SessionRunArgs("losses" if self._name == "loss" else self._name)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Fail or stop on NaN."""
         values = np.asarray(run_values.results).reshape(-1)
         if np.isnan(values).any():
@@ -258,11 +261,11 @@ class StepCounterHook(SessionRunHook):
         """The next measuring step (NEVER with every_n_secs)."""
         return timer_step(self._timer, global_step)
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Measure and write steps per second when due."""
         step = int(run_values.results)
         if not self._timer.should_trigger_for_step(step):
@@ -313,11 +316,11 @@ class SummarySaverHook(SessionRunHook):
         """The next step to write (NEVER with save_secs)."""
         return timer_step(self._timer, global_step)
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step and, when due, the summaries."""
         return SessionRunArgs({"global_step": "global_step", "values": self._names})
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Write the values when due."""
         step = int(run_values.results["global_step"])
         if self._timer.should_trigger_for_step(step):
@@ -358,7 +361,7 @@ class FinalOpsHook(SessionRunHook):
         """The values read in ``end()`` (same structure as final_ops)."""
         return self._values
 
-    def end(self, session: Any) -> None:
+    def end(self, session: HostSession) -> None:
         """Read the final values."""
         values = session.run(self._names)
         self._values = next(iter(values.values())) if self._single else values
@@ -404,7 +407,7 @@ class ProfilerHook(SessionRunHook):
             due = self._timer.next_trigger_step(due)
         return due - 1 if due - 1 > global_step else due
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Start a trace when the next run is due."""
         import jax
 
@@ -413,7 +416,7 @@ class ProfilerHook(SessionRunHook):
             self._tracing = True
         return SessionRunArgs("global_step")
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Stop the trace after the traced run."""
         import jax
 
@@ -423,7 +426,7 @@ class ProfilerHook(SessionRunHook):
             self._tracing = False
             self._timer.update_last_triggered_step(self._step)
 
-    def end(self, session: Any) -> None:
+    def end(self, session: HostSession) -> None:
         """Close an open trace."""
         import jax
 

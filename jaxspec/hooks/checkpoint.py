@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from jaxspec.store import summaries
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
+
+if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
+    from jaxspec.loop.hook_runner import HostSession
 
 _log = logging.getLogger("jaxspec")
 
@@ -24,14 +27,14 @@ class CheckpointSaverListener:
     def begin(self) -> None:
         """Called once before training."""
 
-    def before_save(self, session: Any, global_step_value: int) -> None:
+    def before_save(self, session: HostSession, global_step_value: int) -> None:
         """Called before a save at ``global_step_value``."""
 
-    def after_save(self, session: Any, global_step_value: int) -> bool | None:
+    def after_save(self, session: HostSession, global_step_value: int) -> bool | None:
         """Called after a save started (Orbax may still be writing in the background)."""
         return None
 
-    def end(self, session: Any, global_step_value: int) -> None:
+    def end(self, session: HostSession, global_step_value: int) -> None:
         """Called once at the end of training."""
 
 
@@ -86,7 +89,7 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             listener.begin()
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: HostSession, coord: Any) -> None:
         """Save the state training starts from, as TF does ("Saving checkpoints for 0
         into ..." on a fresh start), so an early failure leaves a checkpoint; a resumed
         step is on disk already and not written again. Listeners are called either way,
@@ -109,11 +112,11 @@ class CheckpointSaverHook(SessionRunHook):
         step = self._timer.next_trigger_step(global_step)
         return NEVER if step is None else step
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Save when due."""
         step = int(run_values.results)
         if run_context.session.state is None:
@@ -123,7 +126,7 @@ class CheckpointSaverHook(SessionRunHook):
             if self._save(run_context.session, step)[1]:
                 run_context.request_stop()
 
-    def end(self, session: Any) -> None:
+    def end(self, session: HostSession) -> None:
         """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
         if step != self._saved_step:
@@ -132,7 +135,9 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             listener.end(session, step)
 
-    def _save(self, session: Any, step: int, with_extras: bool = True) -> tuple[SavedCheckpoint | None, bool]:
+    def _save(
+        self, session: HostSession, step: int, with_extras: bool = True
+    ) -> tuple[SavedCheckpoint | None, bool]:
         """Save ``step``: the save's record (None when none started) and whether a
         listener's ``after_save`` asked to stop."""
         for listener in self._listeners:

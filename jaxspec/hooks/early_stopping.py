@@ -18,13 +18,16 @@ import os
 import struct
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
+from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+
+if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
+    from jaxspec.estimator import Estimator
 
 _log = logging.getLogger("jaxspec")
 
@@ -90,11 +93,11 @@ class _StopOnPredicateHook(SessionRunHook):
         step = self._timer.next_trigger_step(global_step)
         return NEVER if step is None else step
 
-    def before_run(self, run_context: Any) -> SessionRunArgs:
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Decide (process 0) when due, share the decision, stop if it says so."""
         step = int(run_values.results)
         stop = False
@@ -112,7 +115,7 @@ class _StopOnPredicateHook(SessionRunHook):
 
 
 def make_early_stopping_hook(
-    estimator: Any,
+    estimator: Estimator,
     should_stop_fn: Callable[[], bool],
     run_every_secs: float | None = 60,
     run_every_steps: int | None = None,
@@ -231,7 +234,7 @@ def no_improvement(
 
 
 def _threshold_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     threshold: float,
     higher: bool,
@@ -246,7 +249,7 @@ def _threshold_hook(
 
 
 def _no_improvement_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     max_steps_without_improvement: int,
     higher: bool,
@@ -263,7 +266,7 @@ def _no_improvement_hook(
 
 
 def stop_if_higher_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     threshold: float,
     eval_dir: str | None = None,
@@ -294,7 +297,7 @@ def stop_if_higher_hook(
 
 
 def stop_if_lower_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     threshold: float,
     eval_dir: str | None = None,
@@ -311,7 +314,7 @@ def stop_if_lower_hook(
 
 
 def stop_if_no_increase_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     max_steps_without_increase: int,
     eval_dir: str | None = None,
@@ -336,7 +339,7 @@ def stop_if_no_increase_hook(
 
 
 def stop_if_no_decrease_hook(
-    estimator: Any,
+    estimator: Estimator,
     metric_name: str,
     max_steps_without_decrease: int,
     eval_dir: str | None = None,

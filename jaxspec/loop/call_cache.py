@@ -12,6 +12,7 @@ import jax
 
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
+from jaxspec.spec.fn_types import State
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +22,7 @@ class LiveState:
     directory it was when recorded (``identity``: inode and mtime), on the same mesh."""
 
     step: int
-    state: Any
+    state: State
     mesh: Any
     identity: tuple[int, int]
 

@@ -23,6 +23,7 @@ from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopO
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import State
 
 
 def _jit(loop: LoopFn, donate_state: bool) -> Any:
@@ -48,7 +49,7 @@ class CompiledLoop:
       step_key: the steps' random key.
     """
 
-    def __init__(self, cache: ModeCache, abstract_state: Any, step_key: Any) -> None:
+    def __init__(self, cache: ModeCache, abstract_state: State, step_key: Any) -> None:
         self._cache = cache
         self.engine = engine = cache.engine
         self.mode = cache.mode
@@ -72,7 +73,7 @@ class CompiledLoop:
     def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
         """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
         input_partition_dims splits them over 'core' (None otherwise)."""
-        dims = getattr(getattr(self.engine.config, "tpu_config", None), "input_partition_dims", None)
+        dims = self.engine.config.tpu_config.input_partition_dims
         if dims is None or self.engine.broadcast or cores_per_replica(self.mesh) == 1:
             return None
         return partitioned_input_specs(batch_args, dims, replica_axis(self.mesh))
@@ -92,11 +93,12 @@ class CompiledLoop:
 
         step = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated(self.mesh))
         input_specs = self._input_specs(batch_args)
-        if input_specs is None:
+        mesh = self.mesh
+        if input_specs is None or mesh is None:  # specs only exist on a mesh with 'core' > 1
             batch = jax.tree.map(spec, batch_args)
         else:
             batch = jax.tree.map(
-                lambda x, p: spec(x, stacked_batch_sharding(self.mesh, p)), batch_args, input_specs
+                lambda x, p: spec(x, stacked_batch_sharding(mesh, p)), batch_args, input_specs
             )
         return (self.abstract_state, step, self.step_key, *batch)
 
@@ -111,7 +113,10 @@ class CompiledLoop:
         if sig not in self._cache.compiled and sig not in self._cache.lowered:
             with self.notes.noting(batch_args, None):
                 self._cache.lowered[sig] = self._jitted.lower(*specs)
-        return self._cache.parts
+        parts = self._cache.parts
+        if parts is None:  # the mode's first lowering records them
+            raise RuntimeError(f"the {self.mode} loop was lowered without recording its spec parts.")
+        return parts
 
     def _compile(
         self, batch_args: tuple[Any, ...], global_step: int | None = None, keep_state: bool = False
@@ -139,7 +144,7 @@ class CompiledLoop:
         return compiled
 
     def dispatch(
-        self, state: Any, global_step: int, *host_args: Any, keep_state: bool = False
+        self, state: State, global_step: int, *host_args: Any, keep_state: bool = False
     ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),

@@ -47,7 +47,7 @@ class _Stderr(logging.StreamHandler):
         self.setFormatter(logging.Formatter(fmt))
 
     @property
-    def stream(self) -> Any:  # type: ignore[override]
+    def stream(self) -> Any:
         return sys.stderr
 
     @stream.setter

@@ -17,6 +17,7 @@ from jaxspec.export.slim import slim_export
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.state_lifecycle import StateLifecycle
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import Features, Labels, State
 
 _log = logging.getLogger("jaxspec")
 
@@ -37,7 +38,7 @@ class ExportSource:
       left_out: key paths of the state leaves no exported mode reads (not exported).
     """
 
-    state: Any
+    state: State
     global_step: int
     fns: Mapping[str, Callable[..., dict[str, Any]]]
     heads: Mapping[str, Any] | None
@@ -47,7 +48,7 @@ class ExportSource:
 def export_source(
     plan: RunPlan,
     modes: Sequence[str],
-    examples: Mapping[str, tuple[Any, Any]],
+    examples: Mapping[str, tuple[Features, Labels]],
     checkpoint_path: str | None = None,
 ) -> ExportSource | None:
     """Restore the latest (or ``checkpoint_path``'s) state and build the export functions.

@@ -259,7 +259,7 @@ class StepFeeder:
                 break
             leaves, same = jax.tree.flatten(step)
             if (
-                same != treedef
+                same != treedef  # type: ignore[operator]  # jaxlib has no stub for PyTreeDef
                 or any(x.shape != o.shape[1:] or x.dtype != o.dtype for x, o in zip(leaves, out, strict=True))
                 or (self._exact_loss and _is_split(step))
             ):
@@ -280,13 +280,14 @@ class StepFeeder:
         treedef = jax.tree.structure(first)
         signature = [(o.shape[1:], o.dtype) for o in out[:-1]]
         rows, n, ended = self._rows, 1, False
+        assert rows is not None  # set by the full step ``first``
         while n < max_steps:
             batch = self._pull()
             if batch is None:
                 ended = True
                 break
             leaves, same = jax.tree.flatten(batch)
-            if same != treedef or [(x.shape, x.dtype) for x in leaves] != signature:
+            if same != treedef or [(x.shape, x.dtype) for x in leaves] != signature:  # type: ignore[operator]  # jaxlib has no stub for PyTreeDef
                 self._raw = batch  # the general path pads, checks or skips it
                 break
             for o, x in zip(out, leaves, strict=False):  # out ends with the mask
@@ -301,7 +302,9 @@ class StepFeeder:
         queued ones, which ``exact_loss_steps`` made as new arrays): a loop of their own."""
         group = [first]
         while self._queued:
-            group.append(self.next_step())
+            step = self.next_step()
+            assert step is not None  # a queued step
+            group.append(step)
         batch = jax.tree.map(lambda *xs: np.stack(xs), *[g[0] for g in group])
         return StepGroup(batch, np.stack([g[1] for g in group]), len(group))
 

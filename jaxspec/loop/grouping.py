@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxspec.config import RunConfig
+from jaxspec.loop.plan import RunPlan
 
 MAX_GROUP_STEPS = 1000  # steps of one group with steps_per_execution='auto'
 MAX_GROUP_BYTES = 64 << 20  # and of its stacked host input
@@ -33,19 +34,21 @@ def group_limit(config: RunConfig, first_step: Any) -> int:
     """The most steps one group may hold: ``config.steps_per_execution`` when it is a
     count, else 1000 steps and 64 MiB of stacked host input (``first_step``: one step's
     host arrays)."""
-    spe = getattr(config, "steps_per_execution", "auto")
+    spe = config.steps_per_execution
     if spe != "auto":
         return int(spe)
     step_bytes = sum(int(np.asarray(x).nbytes) for x in jax.tree.leaves(first_step))
     return max(1, min(MAX_GROUP_STEPS, MAX_GROUP_BYTES // max(step_bytes, 1)))
 
 
-def groups_steps(plan: Any) -> bool:
+def groups_steps(plan: RunPlan) -> bool:
     """Whether a call of ``plan`` groups steps: one device, each run one step
     (``iterations_per_loop`` 1, not a duration) and ``steps_per_execution`` not 1."""
-    spe = getattr(plan.config, "steps_per_execution", "auto")
     return (
-        plan.mesh is None and plan.iterations_per_loop == 1 and plan.loop_duration_secs is None and spe != 1
+        plan.mesh is None
+        and plan.iterations_per_loop == 1
+        and plan.loop_duration_secs is None
+        and plan.config.steps_per_execution != 1
     )
 
 

@@ -176,11 +176,12 @@ def batch_rows(batch: Batch) -> int:
         if all(x.shape[0] == rows for x in leaves):
             return rows
     sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
-    if None in sizes or len(sizes) != 1:
+    rows = next(iter(sizes)) if len(sizes) == 1 else None
+    if rows is None:
         raise ValueError(
             f"every features/labels array needs the same batch size on axis 0; got sizes {sizes}."
         )
-    return sizes.pop()
+    return rows
 
 
 def _pad_rows(batch: Batch, rows: int) -> Batch:

@@ -65,6 +65,12 @@ class Phase:
         with, or None.
     """
 
+    # Set by start(); read only after it returned True.
+    feeder: StepFeeder
+    state: StateLifecycle
+    loop: CompiledLoop
+    parts: SpecParts
+
     def __init__(self, plan: RunPlan, position: DataPosition | None = None) -> None:
         self.plan = plan
         self.mode = plan.mode
@@ -72,10 +78,6 @@ class Phase:
         self.mesh = plan.mesh
         self.iterations_per_loop = plan.iterations_per_loop  # a duration resizes it after loop 2
         self.global_batch_size = plan.global_batch_size
-        self.feeder: StepFeeder | None = None
-        self.state: StateLifecycle | None = None
-        self.loop: CompiledLoop | None = None
-        self.parts: SpecParts | None = None
         self._prefetcher: GroupPrefetcher | None = None
         self._prefetch_sizes: Callable[[int], int] | None = None  # set by prefetch()
         self._steps_read: int | None = None  # steps of the first group (None: not read, or input ended)
@@ -105,6 +107,8 @@ class Phase:
 
     def _local_devices(self) -> list[Any]:
         """This process's replicas in the mesh (the first device of each), in mesh order."""
+        if self.mesh is None:  # off the mesh a plan is PER_HOST_V1: no replica devices to name
+            raise RuntimeError("a phase off the mesh has no replica devices.")
         return local_replica_devices(self.mesh)
 
     def _batches(self, input_fn: InputFn) -> tuple[Iterator[Any], int | None]:
@@ -163,7 +167,10 @@ class Phase:
         parts = self.parts
         runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks), after=after)
         runner.begin()
-        batch, _ = self.feeder.peek_step()  # the first step, still unread by the loop
+        first = self.feeder.peek_step()  # the first step, still unread by the loop
+        if first is None:
+            raise RuntimeError("Phase.begin() runs after a start() that found data.")
+        batch, _ = first
         self.state.create_state(batch, parts.scaffold)
         runner.after_create_session(self.state.state, self.state.global_step)
         return runner
@@ -176,7 +183,7 @@ class Phase:
         (a process with fewer steps feeds fully masked ones), so collectives match.
         """
         if self._prefetcher is None and self._prefetch_sizes is not None and self._steps_read is not None:
-            self._start_prefetcher()
+            self._start_prefetcher(self._steps_read, self._prefetch_sizes)
         if self._prefetcher is not None:
             group = self._prefetcher.get(max_steps)
         else:
@@ -222,8 +229,7 @@ class Phase:
         # would wait for both.
         self._prefetch_sizes = sizes
 
-    def _start_prefetcher(self) -> None:
-        done, sizes = self._steps_read, self._prefetch_sizes
+    def _start_prefetcher(self, done: int, sizes: Callable[[int], int]) -> None:
         self._prefetcher = GroupPrefetcher(self.feeder.next_group, lambda read: sizes(done + read))
 
     def close(self) -> None:

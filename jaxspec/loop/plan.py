@@ -11,7 +11,7 @@ from typing import Any
 
 from jax.sharding import Mesh
 
-from jaxspec.config import InputPipelineConfig
+from jaxspec.config import InputPipelineConfig, RunConfig
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.spec.fn_types import InitFn, ModelFn
 from jaxspec.store.checkpoints import CheckpointStore
@@ -62,7 +62,7 @@ class RunPlan:
     mode: str
     model_fn: ModelFn
     init_fn: InitFn | None
-    config: Any
+    config: RunConfig
     store: CheckpointStore
     mesh: Mesh | None = None
     iterations_per_loop: int = 1
@@ -86,7 +86,14 @@ class RunPlan:
 
     @property
     def model_dir(self) -> str:
-        """The model directory (``config.model_dir``)."""
+        """The model directory (``config.model_dir``, which the Estimator settles before
+        it plans a call).
+
+        Raises:
+          ValueError: the config has no model_dir.
+        """
+        if self.config.model_dir is None:
+            raise ValueError("RunPlan: config.model_dir is None; resolve_model_dir() settles it first.")
         return self.config.model_dir
 
     @property

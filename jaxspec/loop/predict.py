@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
 
 from jaxspec.engine.multihost import local_rows
+from jaxspec.engine.steps import PredictLoopOut
 from jaxspec.loop import console
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
@@ -95,7 +96,8 @@ def _run_predict(
                 logged = done
             console.update(examples)
             runner.before_run()
-            preds, hook_values = loop.dispatch(call.state, call.global_step, *args)
+            out = cast(PredictLoopOut, loop.dispatch(call.state, call.global_step, *args))  # a PREDICT loop
+            preds, hook_values = out
             preds = _select(local_rows(preds), predict_keys)  # this process's rows
             last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
             values = last if isinstance(last, dict) else {"predictions": last}

@@ -20,7 +20,6 @@ devices).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +27,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from jaxspec.engine.mesh import num_replicas
+from jaxspec.spec.fn_types import State
 
 _log = logging.getLogger("jaxspec")
 EVERY = 100  # loops between checks after the first
@@ -35,7 +35,7 @@ LEAVES = 4  # leaves compared per check
 MAX_BYTES = 1 << 20  # the largest per-device copy of a leaf that is read back
 
 
-def _chosen_leaves(state: Any) -> list[tuple[str, jax.Array]]:
+def _chosen_leaves(state: State) -> list[tuple[str, jax.Array]]:
     """Up to ``LEAVES`` named floating-point leaves held on several devices: the largest
     whose per-device copy is at most ``MAX_BYTES``, else the smallest ones."""
     leaves = []
@@ -65,7 +65,7 @@ class ReplicaCheck:
         self._checked = False
         self.warned = False
 
-    def after_loop(self, state: Any, global_step: int) -> None:
+    def after_loop(self, state: State, global_step: int) -> None:
         """``state`` is a loop's output (still valid: call before it goes into the next
         loop); checked after the first loop and every ``every`` loops."""
         if not self._on or self.warned:
@@ -74,12 +74,12 @@ class ReplicaCheck:
             self._check(state, global_step)
         self._loops += 1
 
-    def finish(self, state: Any, global_step: int) -> None:
+    def finish(self, state: State, global_step: int) -> None:
         """The call's final state: checked if no loop was."""
         if self._on and not self.warned and not self._checked:
             self._check(state, global_step)
 
-    def _check(self, state: Any, global_step: int) -> None:
+    def _check(self, state: State, global_step: int) -> None:
         copies = []
         for name, x in _chosen_leaves(state):
             shards = [(str(sh.index), sh.data) for sh in x.addressable_shards]

@@ -56,7 +56,7 @@ class ProgressHook(SessionRunHook):
     None or 0 turns the log lines off."""
 
     def __init__(
-        self, model_dir: str, summary_every: int, log_every: int, examples_per_step: int | None
+        self, model_dir: str, summary_every: int | None, log_every: int | None, examples_per_step: int | None
     ) -> None:
         self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
         self.examples_per_step = examples_per_step

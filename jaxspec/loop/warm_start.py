@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any
 
 import jax
 import numpy as np
 
 from jaxspec._trees import named_leaves
+from jaxspec.spec.fn_types import State
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
 from jaxspec.warm_start_settings import WarmStartSettings, as_settings
 
@@ -44,7 +44,7 @@ def _selected(names: list[str], settings: WarmStartSettings) -> list[str]:
     return [n for n in names if any(re.match(p, n) for p in patterns)]
 
 
-def warm_start(state: Any, settings: WarmStartSettings) -> Any:
+def warm_start(state: State, settings: WarmStartSettings) -> State:
     """Return ``state`` with the selected leaves replaced by the checkpoint's values.
 
     Raises:

@@ -17,24 +17,11 @@ from jaxspec._checks import is_dense_array, is_number_leaf, is_sparse, type_name
 from jaxspec.export.export_output import ExportOutput, PredictOutput
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec._pytree import register_spec_pytree
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.hooks import SessionRunHook
 from jaxspec.spec.scaffold import Scaffold
 
 SERVING_DEFAULT = "serving_default"
-
-_FIELDS = [
-    "mode",
-    "predictions",
-    "loss",
-    "train_op",
-    "eval_metric_ops",
-    "export_outputs",
-    "training_chief_hooks",
-    "training_hooks",
-    "scaffold",
-    "evaluation_hooks",
-    "prediction_hooks",
-]
 
 
 def check_mode(mode: Any, cls: str) -> str | None:
@@ -240,7 +227,24 @@ def check_mode_unchanged(spec: Any, kwds: dict[str, Any]) -> None:
         )
 
 
-class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
+class EstimatorSpec(
+    collections.namedtuple(  # the fields as a literal list, which type checkers read
+        "EstimatorSpec",
+        [
+            "mode",
+            "predictions",
+            "loss",
+            "train_op",
+            "eval_metric_ops",
+            "export_outputs",
+            "training_chief_hooks",
+            "training_hooks",
+            "scaffold",
+            "evaluation_hooks",
+            "prediction_hooks",
+        ],
+    )
+):
     """What a model_fn returns, as ``tf.estimator.EstimatorSpec``.
 
     Per mode: TRAIN needs ``loss`` and ``train_op``; EVAL needs ``loss``; PREDICT needs
@@ -277,9 +281,9 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
+        predictions: PyTree = None,
         loss: Any = None,
-        train_op: Any = None,
+        train_op: State = None,
         eval_metric_ops: Any = None,
         export_outputs: Any = None,
         training_chief_hooks: Any = None,

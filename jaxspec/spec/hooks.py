@@ -24,7 +24,10 @@ as in tf.estimator. ``RunConfig(steps_per_execution=1)`` turns grouping off.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type-only: the loop sits above the contract layer
+    from jaxspec.loop.hook_runner import HostSession
 
 #: What ``next_required_step`` returns for a hook that needs no particular step (one
 #: that triggers on time, or only acts in ``begin``/``end``): a step no training reaches.
@@ -44,7 +47,7 @@ class SessionRunHook:
     def begin(self) -> None:
         """Called once before the first step; the state may not exist yet."""
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: HostSession, coord: Any) -> None:
         """Called once the state exists (restored or initialised); ``session`` is the
         HostSession, ``coord`` None."""
 
@@ -55,7 +58,7 @@ class SessionRunHook:
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Called after each step with the fetched values in ``run_values.results``."""
 
-    def end(self, session: Any) -> None:
+    def end(self, session: HostSession) -> None:
         """Called once at the end of train/evaluate/predict (not after an exception)."""
 
     def next_required_step(self, global_step: int) -> int | None:
@@ -124,7 +127,10 @@ class SessionRunContext:
     """
 
     def __init__(
-        self, original_args: SessionRunArgs | None = None, session: Any = None, iterations: int = 1
+        self,
+        original_args: SessionRunArgs | None = None,
+        session: HostSession | None = None,
+        iterations: int = 1,
     ) -> None:
         self._original_args = original_args
         self._session = session
@@ -143,7 +149,7 @@ class SessionRunContext:
         return self._original_args
 
     @property
-    def session(self) -> Any:
+    def session(self) -> HostSession | None:
         """The HostSession (``state``, ``global_step``, ``run(fetches)``) the loop gave,
         or None: a compiled JAX step has no ``tf.compat.v1.Session``."""
         return self._session

@@ -6,6 +6,7 @@ from typing import Any
 
 from jaxspec.spec._pytree import register_spec_pytree
 from jaxspec.spec.estimator_spec import EstimatorSpec, check_mode_unchanged
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.host_call import validate_fn_tensors_pair
 
 
@@ -37,9 +38,9 @@ class NPUEstimatorSpec(EstimatorSpec):
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
+        predictions: PyTree = None,
         loss: Any = None,
-        train_op: Any = None,
+        train_op: State = None,
         eval_metric_ops: Any = None,
         export_outputs: Any = None,
         training_chief_hooks: Any = None,

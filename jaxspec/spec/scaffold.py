@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from jaxspec.spec.fn_types import State
 
 
 class Scaffold:
@@ -26,7 +27,7 @@ class Scaffold:
 
     def __init__(
         self,
-        init_fn: Callable[[Any], Any] | None = None,
+        init_fn: Callable[[State], State] | None = None,
         copy_from_scaffold: Scaffold | None = None,
     ) -> None:
         if copy_from_scaffold is not None:
@@ -42,10 +43,10 @@ class Scaffold:
         self._init_fn = init_fn
 
     @property
-    def init_fn(self) -> Callable[[Any], Any] | None:
+    def init_fn(self) -> Callable[[State], State] | None:
         """The ``state -> state`` function, or None."""
         return self._init_fn
 
-    def apply(self, state: Any) -> Any:
+    def apply(self, state: State) -> State:
         """Return ``init_fn(state)``, or ``state`` when there is no init_fn."""
         return state if self._init_fn is None else self._init_fn(state)

@@ -18,25 +18,29 @@ from jaxspec.spec.estimator_spec import (
     check_predictions,
     check_train_op,
 )
+from jaxspec.spec.fn_types import PyTree, State
 from jaxspec.spec.host_call import HostCallHook, call_with_tensors, validate_fn_tensors_pair
 from jaxspec.spec.scaffold import Scaffold
 
-_FIELDS = [
-    "mode",
-    "predictions",
-    "loss",
-    "train_op",
-    "eval_metrics",
-    "export_outputs",
-    "scaffold_fn",
-    "host_call",
-    "training_hooks",
-    "evaluation_hooks",
-    "prediction_hooks",
-]
 
-
-class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
+class TPUEstimatorSpec(
+    collections.namedtuple(  # the fields as a literal list, which type checkers read
+        "TPUEstimatorSpec",
+        [
+            "mode",
+            "predictions",
+            "loss",
+            "train_op",
+            "eval_metrics",
+            "export_outputs",
+            "scaffold_fn",
+            "host_call",
+            "training_hooks",
+            "evaluation_hooks",
+            "prediction_hooks",
+        ],
+    )
+):
     """What a TPUEstimator model_fn returns, as ``tf.estimator.tpu.TPUEstimatorSpec``.
 
     On the mesh (``use_tpu=True``) model_fn runs once per replica. ``eval_metrics`` and
@@ -76,9 +80,9 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _FIELDS)):
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
+        predictions: PyTree = None,
         loss: Any = None,
-        train_op: Any = None,
+        train_op: State = None,
         eval_metrics: Any = None,
         export_outputs: Any = None,
         scaffold_fn: Any = None,
