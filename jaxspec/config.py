@@ -438,6 +438,7 @@ class RunConfig:
     checkpoint_save_graph_def: _Field[bool] = _Field()
     tpu_config: _Field[TPUConfig] = _Field()
     steps_per_execution: _Field[int | str] = _Field()
+    export_jax_artifact: _Field[bool] = _Field()
     evaluation_master: _Field[str | None] = _Field()
     master: _Field[str | None] = _Field()
     cluster: _Field[Any] = _Field()
