@@ -207,7 +207,8 @@ class Estimator:
         ``session.state`` values past its call copies them.
 
         Raises:
-          ValueError: steps and max_steps both given, or either <= 0.
+          ValueError: steps and max_steps both given, or either <= 0; on TF_CONFIG's
+            ``evaluator`` task, which must not write checkpoints (as tf.estimator).
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
             the last good one).
           SystemExit: (status 143, that of a process ended by SIGTERM) after a SIGTERM in
@@ -216,6 +217,11 @@ class Estimator:
             instead; an ignored SIGTERM stays ignored. tf.estimator has no SIGTERM
             handling (the process dies with 143, unsaved).
         """
+        if self._config.task_type == "evaluator":
+            raise ValueError(
+                "Estimator.train: this process is TF_CONFIG's 'evaluator' task; it evaluates the "
+                "checkpoints the chief and workers write. Call train_and_evaluate in every task."
+            )
         run_train(self._run_plan(ModeKeys.TRAIN), input_fn, hooks, steps, max_steps, saving_listeners)
         return self
 
