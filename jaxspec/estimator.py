@@ -15,7 +15,7 @@ import numpy as np
 from jaxspec._fn_args import check_declared_args
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec._trees import named_leaves
-from jaxspec.cluster import maybe_initialize
+from jaxspec.cluster import EVALUATOR, maybe_initialize, run_config_task
 from jaxspec.compilation_cache import ensure_compilation_cache
 from jaxspec.config import RunConfig
 from jaxspec.engine.partitioning import check_rules
@@ -217,7 +217,8 @@ class Estimator:
             instead; an ignored SIGTERM stays ignored. tf.estimator has no SIGTERM
             handling (the process dies with 143, unsaved).
         """
-        if self._config.task_type == "evaluator":
+        task = run_config_task(self._config.cluster)  # not config.task_type: JAX must not start yet
+        if task is not None and task[0] == EVALUATOR:
             raise ValueError(
                 "Estimator.train: this process is TF_CONFIG's 'evaluator' task; it evaluates the "
                 "checkpoints the chief and workers write. Call train_and_evaluate in every task."
