@@ -32,20 +32,22 @@ def _parse(tf_config: str | dict[str, Any] | None) -> dict[str, Any]:
 
 def task_from_tf_config(tf_config: str | dict[str, Any] | None = None) -> tuple[str, int] | None:
     """This process's ``(task type, task index)`` in ``TF_CONFIG`` (the environment
-    variable when None), or None without one. The type defaults to ``'chief'``, the index
-    to 0. The index of an ``evaluator`` is not checked here: ``train_and_evaluate`` refuses
-    one above 0, as tf.estimator's does.
+    variable when None), or None without a TF_CONFIG cluster (one local process, as
+    tf.estimator). The type defaults to ``'chief'``, the index to 0. The index of an
+    ``evaluator`` is not checked here: ``train_and_evaluate`` refuses one above 0, as
+    tf.estimator's does.
 
     Raises:
-      ValueError: TF_CONFIG has no cluster, a task type other than chief, worker or
-        evaluator, a negative index, or more than one ``evaluator`` in the cluster.
+      ValueError: a task other than worker 0 without a cluster; a task type other than
+        chief, worker or evaluator, a negative index, or more than one ``evaluator`` in
+        the cluster.
     """
     spec = _parse(tf_config)
-    if not spec:
-        return None
     cluster, task = spec.get("cluster"), spec.get("task") or {}
-    if not cluster:
-        raise ValueError("TF_CONFIG has no 'cluster'.")
+    if not cluster:  # one local process, as tf.estimator: only its default task is allowed
+        if task.get("type", WORKER) != WORKER or int(task.get("index", 0)) != 0:
+            raise ValueError(f"TF_CONFIG: without a 'cluster' the task must be worker 0, got {task}.")
+        return None
     kind, index = task.get("type", CHIEF), int(task.get("index", 0))
     if kind not in TASK_TYPES:
         raise ValueError(f"TF_CONFIG task type {kind!r} is not supported (one of {TASK_TYPES}).")
@@ -95,8 +97,7 @@ class Cluster:
         ``jax.distributed``); an ``evaluator`` job listed in ``cluster`` is not counted.
 
         Raises:
-          ValueError: TF_CONFIG has no cluster, a task type other than chief, worker or
-            evaluator, or more than one ``evaluator`` address in the cluster.
+          ValueError: as ``task_from_tf_config``.
         """
         found = task_from_tf_config(tf_config)
         if found is None:

@@ -367,9 +367,12 @@ class Estimator:
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
-        """Path of the newest checkpoint in model_dir, or None."""
-        step = self._checkpoint_store().latest_step()
-        return None if step is None else self._checkpoint_store().path(step)
+        """Path of the newest checkpoint in model_dir, or None; read from disk at each
+        call, as TF (another process, such as the trainers of an evaluator, may write)."""
+        store = self._checkpoint_store()
+        store.refresh()
+        step = store.latest_step()
+        return None if step is None else store.path(step)
 
     def get_variable_names(self) -> list[str]:
         """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``),

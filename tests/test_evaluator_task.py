@@ -46,6 +46,9 @@ def test_tf_config_roles() -> None:
     with pytest.raises(ValueError, match="'evaluator'"):
         task_from_tf_config(_tf_config("chief", evaluator=["127.0.0.1:4", "127.0.0.1:5"]))
     assert task_from_tf_config("") is None
+    assert task_from_tf_config('{"model_dir": "/tmp/m"}') is None  # no cluster: local, as TF
+    with pytest.raises(ValueError, match="worker 0"):
+        task_from_tf_config('{"task": {"type": "evaluator", "index": 0}}')
 
 
 def test_run_config_on_the_evaluator_task(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,6 +100,7 @@ def _evaluator_on_a_fake_clock(
 
     def sleep(secs: float) -> None:
         sleeps.append(round(secs, 6))
+        assert len(sleeps) < 20, f"the evaluator did not end: slept {sleeps}"
         now[0] += secs
         if len(sleeps) in plan:
             trainer.train(input_fn, max_steps=plan[len(sleeps)])
