@@ -413,13 +413,14 @@ def check_cluster_task(task_type: str, task_id: int) -> None:
     Raises:
       ValueError: an evaluator index > 0, or a task type with no part here.
     """
-    kind, index = task_type, task_id
-    if kind == EVALUATOR and index > 0:
+    if task_type == EVALUATOR and task_id > 0:
         raise ValueError(
-            f"train_and_evaluate: a cluster has one evaluator task, index 0; this one has index {index}."
+            f"train_and_evaluate: a cluster has one evaluator task, index 0; this one has index {task_id}."
         )
-    if kind not in (CHIEF, WORKER, EVALUATOR):
-        raise ValueError(f"train_and_evaluate: task type {kind!r} has no part (chief, worker or evaluator).")
+    if task_type not in (CHIEF, WORKER, EVALUATOR):
+        raise ValueError(
+            f"train_and_evaluate: task type {task_type!r} has no part (chief, worker or evaluator)."
+        )
 
 
 def _check_cluster_specs(specs: list[Any]) -> None:
@@ -502,9 +503,10 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: Any) ->
     """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``.
 
     Locally (no TF_CONFIG, or a cluster given as ``RunConfig(cluster=...)``, where every
-    process trains and evaluates together): a CheckpointSaverListener evaluates after a checkpoint save once ``throttle_secs``
-    passed since the last evaluation, and once more at the end of training unless the
-    last checkpoint was just evaluated; no checkpoint is evaluated or exported twice.
+    process trains and evaluates together): a CheckpointSaverListener evaluates after a
+    checkpoint save once ``throttle_secs`` passed since the last evaluation, and once more
+    at the end of training unless the last checkpoint was just evaluated; no checkpoint
+    is evaluated or exported twice.
     Exporters run after each evaluation, with ``is_the_final_export=True`` when the
     evaluated global step is >= ``train_spec.max_steps`` (as TF: never with
     ``max_steps=None``). Beyond TF: EvalSpecs with ``every_n_steps`` make training run
