@@ -2,8 +2,9 @@
 
 Every process runs the same script; ``jax.distributed.initialize`` connects them, after
 which ``jax.devices()`` spans all of them and TPUEstimator's mesh does too. The cluster
-comes from arguments or from ``TF_CONFIG`` (chief/worker), the variable tf.estimator
-users already set.
+comes from arguments or from ``TF_CONFIG``, the variable tf.estimator users already set:
+its ``chief`` and ``worker`` tasks are the training processes; an ``evaluator`` task, as
+in tf.estimator, is outside the training cluster and joins nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,44 @@ import jax
 
 _log = logging.getLogger("jaxspec")
 _initialized = False
+
+CHIEF, WORKER, EVALUATOR = "chief", "worker", "evaluator"
+TASK_TYPES = (CHIEF, WORKER, EVALUATOR)
+
+
+def _parse(tf_config: str | dict[str, Any] | None) -> dict[str, Any]:
+    raw = os.environ.get("TF_CONFIG") if tf_config is None else tf_config
+    if not raw:
+        return {}
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def task_from_tf_config(tf_config: str | dict[str, Any] | None = None) -> tuple[str, int] | None:
+    """This process's ``(task type, task index)`` in ``TF_CONFIG`` (the environment
+    variable when None), or None without a TF_CONFIG cluster (one local process, as
+    tf.estimator). The type defaults to ``'chief'``, the index to 0. The index of an
+    ``evaluator`` is not checked here: ``train_and_evaluate`` refuses one above 0, as
+    tf.estimator's does.
+
+    Raises:
+      ValueError: a task other than worker 0 without a cluster; a task type other than
+        chief, worker or evaluator, a negative index, or more than one ``evaluator`` in
+        the cluster.
+    """
+    spec = _parse(tf_config)
+    cluster, task = spec.get("cluster"), spec.get("task") or {}
+    if not cluster:  # one local process, as tf.estimator: only its default task is allowed
+        if task.get("type", WORKER) != WORKER or int(task.get("index", 0)) != 0:
+            raise ValueError(f"TF_CONFIG: without a 'cluster' the task must be worker 0, got {task}.")
+        return None
+    kind, index = task.get("type", CHIEF), int(task.get("index", 0))
+    if kind not in TASK_TYPES:
+        raise ValueError(f"TF_CONFIG task type {kind!r} is not supported (one of {TASK_TYPES}).")
+    if index < 0:
+        raise ValueError(f"TF_CONFIG task index must be >= 0, got {index}.")
+    if len(cluster.get(EVALUATOR, [])) > 1:
+        raise ValueError(f"TF_CONFIG may list one 'evaluator' task, got {len(cluster[EVALUATOR])}.")
+    return kind, index
 
 
 class Cluster:
@@ -52,25 +91,24 @@ class Cluster:
     def from_tf_config(cls, tf_config: str | dict[str, Any] | None = None) -> Cluster | None:
         """A Cluster from ``TF_CONFIG`` (the environment variable when None): processes
         are the chief (if any) then the workers in order; the coordinator is process 0's
-        address. Returns None when there is no TF_CONFIG or it names one task.
+        address. Returns None when there is no TF_CONFIG, when its chief and workers are
+        one task, or for an ``evaluator`` task: as in tf.estimator, the evaluator is not
+        part of the training cluster (it runs alone and does not join
+        ``jax.distributed``); an ``evaluator`` job listed in ``cluster`` is not counted.
 
         Raises:
-          ValueError: TF_CONFIG has no cluster, or a task type other than chief/worker.
+          ValueError: as ``task_from_tf_config``.
         """
-        raw = os.environ.get("TF_CONFIG") if tf_config is None else tf_config
-        if not raw:
+        found = task_from_tf_config(tf_config)
+        if found is None:
             return None
-        spec = json.loads(raw) if isinstance(raw, str) else raw
-        cluster, task = spec.get("cluster"), spec.get("task", {})
-        if not cluster:
-            raise ValueError("TF_CONFIG has no 'cluster'.")
-        addresses = list(cluster.get("chief", [])) + list(cluster.get("worker", []))
-        kind, index = task.get("type", "chief"), int(task.get("index", 0))
-        if kind not in ("chief", "worker"):
-            raise ValueError(f"TF_CONFIG task type {kind!r} is not supported (chief or worker).")
+        (kind, index), cluster = found, _parse(tf_config)["cluster"]
+        if kind == EVALUATOR:
+            return None
+        addresses = list(cluster.get(CHIEF, [])) + list(cluster.get(WORKER, []))
         if len(addresses) <= 1:
             return None
-        process_id = index if kind == "chief" else len(cluster.get("chief", [])) + index
+        process_id = index if kind == CHIEF else len(cluster.get(CHIEF, [])) + index
         return cls(addresses[0], len(addresses), process_id)
 
     def initialize(self) -> None:
@@ -99,3 +137,11 @@ def maybe_initialize(cluster: Any) -> None:
         cluster = Cluster.from_tf_config()
     if cluster is not None:
         cluster.initialize()
+
+
+def run_config_task(cluster: Any) -> tuple[str, int] | None:
+    """The TF_CONFIG task that a RunConfig whose ``cluster`` field is ``cluster`` runs as:
+    None when ``cluster`` is given (a cluster given as an argument has no TF_CONFIG
+    roles: every process trains and evaluates together) or there is no TF_CONFIG;
+    otherwise ``task_from_tf_config()``."""
+    return None if cluster is not None else task_from_tf_config()

@@ -524,19 +524,29 @@ class RunConfig:
         shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in REPLACEABLE_FIELDS[:9])
         return f"{type(self).__name__}({shown}, ...)"
 
+    def _evaluator_index(self) -> int | None:
+        """This process's index as TF_CONFIG's ``evaluator`` task (None: not one)."""
+        from jaxspec.cluster import EVALUATOR, run_config_task
+
+        task = run_config_task(self._cluster)
+        return task[1] if task is not None and task[0] == EVALUATOR else None
+
     @property
     def is_chief(self) -> bool:
-        """True on JAX process 0 (the process that writes summaries and exports)."""
+        """True on JAX process 0 (the process that writes summaries and exports); False
+        on TF_CONFIG's ``evaluator`` task, as in tf.estimator (it still writes its own
+        evaluations and exports: it runs alone)."""
         import jax
 
-        return jax.process_index() == 0
+        return self._evaluator_index() is None and jax.process_index() == 0
 
     @property
     def num_worker_replicas(self) -> int:
-        """Number of JAX processes."""
+        """Number of JAX processes (the chief and the workers); 0 on the evaluator task,
+        which is not one of them (as tf.estimator)."""
         import jax
 
-        return jax.process_count()
+        return 0 if self._evaluator_index() is not None else jax.process_count()
 
     @property
     def num_ps_replicas(self) -> int:
@@ -545,20 +555,25 @@ class RunConfig:
 
     @property
     def task_type(self) -> str:
-        """``'chief'`` on process 0, ``'worker'`` on the others."""
+        """``'chief'`` on process 0, ``'worker'`` on the others, ``'evaluator'`` on
+        TF_CONFIG's evaluator task."""
+        if self._evaluator_index() is not None:
+            return "evaluator"
         return "chief" if self.is_chief else "worker"
 
     @property
     def task_id(self) -> int:
-        """This JAX process's index."""
+        """This JAX process's index; on the evaluator task, TF_CONFIG's index."""
         import jax
 
-        return jax.process_index()
+        index = self._evaluator_index()
+        return jax.process_index() if index is None else index
 
     @property
-    def global_id_in_cluster(self) -> int:
-        """This JAX process's index (processes are the cluster's tasks)."""
-        return self.task_id
+    def global_id_in_cluster(self) -> int | None:
+        """This JAX process's index (processes are the cluster's tasks); None on the
+        evaluator task, which is outside the training cluster (as tf.estimator)."""
+        return None if self._evaluator_index() is not None else self.task_id
 
     @property
     def service(self) -> None:

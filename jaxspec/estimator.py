@@ -15,7 +15,7 @@ import numpy as np
 from jaxspec._fn_args import check_declared_args
 from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec._trees import named_leaves
-from jaxspec.cluster import maybe_initialize
+from jaxspec.cluster import EVALUATOR, maybe_initialize, run_config_task
 from jaxspec.compilation_cache import ensure_compilation_cache
 from jaxspec.config import RunConfig
 from jaxspec.engine.partitioning import check_rules
@@ -207,7 +207,8 @@ class Estimator:
         ``session.state`` values past its call copies them.
 
         Raises:
-          ValueError: steps and max_steps both given, or either <= 0.
+          ValueError: steps and max_steps both given, or either <= 0; on TF_CONFIG's
+            ``evaluator`` task, which must not write checkpoints (as tf.estimator).
           NanLossDuringTrainingError: a step's loss is NaN (the checkpoint on disk is
             the last good one).
           SystemExit: (status 143, that of a process ended by SIGTERM) after a SIGTERM in
@@ -216,6 +217,12 @@ class Estimator:
             instead; an ignored SIGTERM stays ignored. tf.estimator has no SIGTERM
             handling (the process dies with 143, unsaved).
         """
+        task = run_config_task(self._config.cluster)  # not config.task_type: JAX must not start yet
+        if task is not None and task[0] == EVALUATOR:
+            raise ValueError(
+                "Estimator.train: this process is TF_CONFIG's 'evaluator' task; it evaluates the "
+                "checkpoints the chief and workers write. Call train_and_evaluate in every task."
+            )
         run_train(self._run_plan(ModeKeys.TRAIN), input_fn, hooks, steps, max_steps, saving_listeners)
         return self
 
@@ -374,9 +381,12 @@ class Estimator:
 
     # -- checkpoints -----------------------------------------------------------------
     def latest_checkpoint(self) -> str | None:
-        """Path of the newest checkpoint in model_dir, or None."""
-        step = self._checkpoint_store().latest_step()
-        return None if step is None else self._checkpoint_store().path(step)
+        """Path of the newest checkpoint in model_dir, or None; read from disk at each
+        call, as TF (another process, such as the trainers of an evaluator, may write)."""
+        store = self._checkpoint_store()
+        store.refresh()
+        step = store.latest_step()
+        return None if step is None else store.path(step)
 
     def get_variable_names(self) -> list[str]:
         """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``),

@@ -4,23 +4,33 @@ The driver here is shared: jaxspec's ``train_and_evaluate`` runs it on a jaxspec
 Estimator, ``tf_bridge.train_and_evaluate`` on a TensorFlow one. What differs between the
 two is passed in as a ``Family`` (the hook, listener and spec types to check, how to read
 the newest checkpoint, whether the saver also saves when the session is created).
+In a TF_CONFIG cluster each task does its part, as tf.estimator's distributed
+train_and_evaluate did: the chief and the workers train, the evaluator task evaluates
+(``run_cluster_task``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from jaxspec.cluster import CHIEF, EVALUATOR, WORKER, run_config_task
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import Exporter
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.spec.hooks import SessionRunHook
 
 _log = logging.getLogger("jaxspec")
+
+#: Seconds between two "no new checkpoint" log lines of an evaluator.
+NOTICE_INTERVAL_SECS = 600
+#: Seconds between a separate evaluator's looks at model_dir with ``throttle_secs=0``.
+POLL_SECS = 1.0
 
 
 def _typed(items: Any, expected: type, owner: str, what: str) -> tuple[Any, ...]:
@@ -183,16 +193,25 @@ class CheckpointEvaluator:
         self.eval_result: dict[str, Any] | None = None
         self.export_results: list[Any] | None = None
         self._previous_path: str | None = None
+        self._last_notice = -math.inf  # when "nothing new" was last logged
+
+    def _notice(self, level: int, message: str, *args: Any) -> None:
+        """Log that there is nothing new to evaluate, at most once per 10 minutes (a
+        separate evaluator looks every few seconds; tf.estimator's rate)."""
+        now = time.monotonic()
+        if now - self._last_notice >= NOTICE_INTERVAL_SECS:
+            self._last_notice = now
+            _log.log(level, message, *args)
 
     def evaluate_and_export(self) -> bool:
         """Evaluate and export the newest checkpoint unless it was done already; True
         when it evaluated."""
         path = self.family.latest_checkpoint(self.est)
         if not path:
-            _log.warning("No checkpoint to evaluate yet.")
+            self._notice(logging.WARNING, "No checkpoint to evaluate yet.")
             return False
         if path == self._previous_path:
-            _log.info("Checkpoint %s was evaluated already; skipping it.", path)
+            self._notice(logging.INFO, "Checkpoint %s was evaluated already; skipping it.", path)
             return False
         metrics = self.est.evaluate(
             self.spec.input_fn,
@@ -209,7 +228,15 @@ class CheckpointEvaluator:
             for exporter in self.spec.exporters
         ]
         self.eval_result, self._previous_path = metrics, path
+        self._last_notice = -math.inf
         return True
+
+    def reached_max_steps(self) -> bool:
+        """The last evaluated checkpoint is at (or past) ``max_steps`` (never with
+        ``max_steps=None``): a separate evaluator's cue to end."""
+        if self.eval_result is None or self.max_steps is None:
+            return False
+        return int(self.eval_result["global_step"]) >= self.max_steps
 
 
 class EvaluateOnSave:
@@ -255,8 +282,8 @@ def listener_for(evaluator: CheckpointEvaluator) -> Any:
     return cls(evaluator)
 
 
-def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> Any:
-    """The shared driver (see ``train_and_evaluate``); returns what it documents.
+def _checked_specs(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> list[Any]:
+    """``eval_spec`` as a list, after tf.estimator's type checks.
 
     Raises:
       TypeError: an estimator or spec not of the family's types.
@@ -276,6 +303,17 @@ def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, fami
         raise TypeError("train_and_evaluate: eval_spec must be an EvalSpec (or a list of them).")
     if len({s.name for s in specs}) != len(specs):
         raise ValueError("train_and_evaluate: EvalSpecs need distinct names.")
+    return specs
+
+
+def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> Any:
+    """The shared driver (see ``train_and_evaluate``); returns what it documents.
+
+    Raises:
+      TypeError: an estimator or spec not of the family's types.
+      ValueError: several EvalSpecs share a name.
+    """
+    specs = _checked_specs(estimator, train_spec, eval_spec, family)
     evaluators = [CheckpointEvaluator(estimator, s, train_spec.max_steps, family) for s in specs]
     timed = [ev for ev in evaluators if ev.spec.every_n_steps is None]
     by_steps = [ev for ev in evaluators if ev.spec.every_n_steps is not None]
@@ -330,31 +368,115 @@ def evaluate_continuously(
     eval_spec: Any,
     family: Family,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[dict[str, Any] | None, list[Any] | None]:
     """What a separate evaluator task does in tf.estimator's distributed
-    train_and_evaluate: wait ``start_delay_secs``, then evaluate (and export) each new
-    checkpoint, at most once per ``throttle_secs``, until an evaluated checkpoint's
-    global step reaches ``train_spec.max_steps`` (with ``max_steps=None`` it never
-    ends, as TF). Returns the last ``(eval_result, export_results)``. With
-    ``throttle_secs=0`` it looks at model_dir once a second (TF polls without pause).
+    train_and_evaluate: wait ``start_delay_secs``, then evaluate (and export) the newest
+    checkpoint whenever there is a new one, starting evaluations at least
+    ``throttle_secs`` apart, until an evaluated checkpoint's global step reaches
+    ``train_spec.max_steps`` (with ``max_steps=None`` it never ends, as TF). A checkpoint
+    is evaluated at most once; one the trainers wrote and replaced between two looks is
+    not evaluated (as TF). With ``throttle_secs=0`` it looks at model_dir every
+    ``POLL_SECS`` (1 s) while there is nothing new, where TF polls without pause.
+
+    Args:
+      sleep, clock: ``time.sleep`` and ``time.monotonic`` (seconds), replaceable by tests.
+
+    Returns:
+      The last ``(eval_result, export_results)``.
     """
     evaluator = CheckpointEvaluator(estimator, eval_spec, train_spec.max_steps, family)
     if eval_spec.start_delay_secs:
         _log.info("Waiting %s s before the first evaluation.", eval_spec.start_delay_secs)
         sleep(eval_spec.start_delay_secs)
     while True:
-        started = time.time()
-        evaluator.evaluate_and_export()
-        done = evaluator.eval_result is not None and train_spec.max_steps is not None
-        if done and int(evaluator.eval_result["global_step"]) >= train_spec.max_steps:
+        started = clock()
+        evaluated = evaluator.evaluate_and_export()
+        if evaluator.reached_max_steps():
+            _log.info(
+                "Evaluated global step %s >= max_steps %s: the evaluator ends.",
+                evaluator.eval_result["global_step"],
+                train_spec.max_steps,
+            )
             return evaluator.eval_result, evaluator.export_results
-        # At least a second between looks at model_dir even with throttle_secs=0.
-        sleep(max(eval_spec.throttle_secs - (time.time() - started), 0 if eval_spec.throttle_secs else 1))
+        wait = eval_spec.throttle_secs - (clock() - started)
+        if wait <= 0 and not eval_spec.throttle_secs and not evaluated:
+            wait = POLL_SECS
+        if wait > 0:
+            sleep(wait)
+
+
+def check_cluster_task(task_type: str, task_id: int) -> None:
+    """tf.estimator's rule for the task of a cluster's train_and_evaluate: one
+    evaluator, index 0 (a pure-Python rule both families can share).
+
+    Raises:
+      ValueError: an evaluator index > 0, or a task type with no part here.
+    """
+    if task_type == EVALUATOR and task_id > 0:
+        raise ValueError(
+            f"train_and_evaluate: a cluster has one evaluator task, index 0; this one has index {task_id}."
+        )
+    if task_type not in (CHIEF, WORKER, EVALUATOR):
+        raise ValueError(
+            f"train_and_evaluate: task type {task_type!r} has no part (chief, worker or evaluator)."
+        )
+
+
+def _check_cluster_specs(specs: list[Any]) -> None:
+    """Raises ValueError for several EvalSpecs or ``every_n_steps`` in a cluster (both
+    need the local driver)."""
+    if len(specs) != 1:
+        raise ValueError("train_and_evaluate: in a TF_CONFIG cluster, eval_spec is one EvalSpec, as in TF.")
+    if specs[0].every_n_steps is not None:
+        raise ValueError(
+            "train_and_evaluate: EvalSpec.every_n_steps needs the local driver; in a TF_CONFIG "
+            "cluster the evaluator task evaluates each new checkpoint (use throttle_secs)."
+        )
+
+
+def run_cluster_task(
+    estimator: Any,
+    train_spec: Any,
+    eval_spec: Any,
+    task: tuple[str, int],
+    family: Family,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """This process's part of a TF_CONFIG cluster's train_and_evaluate (``task`` is
+    ``(type, index)``), as tf.estimator's ``_TrainingExecutor``: ``chief`` and
+    ``worker`` train and never evaluate (the TrainSpec's saving listeners on the chief
+    only); ``evaluator`` runs ``evaluate_continuously``. Returns the evaluator's last
+    ``(eval_result, export_results)``, None on the other tasks (TF returns nothing).
+
+    Unlike tf.estimator, a worker does not wait ``5 * (index + 1)`` seconds before
+    training: JAX's processes train in lock step, so a delay would hold up all of them.
+
+    Raises:
+      TypeError: an estimator or spec not of the family's types.
+      ValueError: an evaluator index > 0, a task type with no part, several EvalSpecs
+        or an ``EvalSpec.every_n_steps`` (both need the local driver).
+    """
+    check_cluster_task(*task)  # before anything else, as TF
+    specs = _checked_specs(estimator, train_spec, eval_spec, family)
+    _check_cluster_specs(specs)
+    if task[0] == EVALUATOR:
+        return evaluate_continuously(estimator, train_spec, specs[0], family, sleep, clock)
+    listeners = list(train_spec.saving_listeners) if task[0] == CHIEF else []
+    estimator.train(
+        train_spec.input_fn,
+        hooks=train_spec.hooks,
+        max_steps=train_spec.max_steps,
+        saving_listeners=listeners,
+    )
+    return None
 
 
 def _jaxspec_latest_checkpoint(estimator: Estimator) -> str | None:
     store = estimator._checkpoint_store()
     store.wait()  # Orbax saves in the background; evaluate complete checkpoints only
+    store.refresh()  # a separate evaluator: the trainers' processes write the checkpoints
     step = store.latest_step()
     return None if step is None else store.path(step)
 
@@ -378,12 +500,13 @@ def _jaxspec_family() -> Family:
 
 
 def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: Any) -> Any:
-    """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``
-    does in a single process.
+    """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``.
 
-    A CheckpointSaverListener evaluates after a checkpoint save once ``throttle_secs``
-    passed since the last evaluation, and once more at the end of training unless the
-    last checkpoint was just evaluated; no checkpoint is evaluated or exported twice.
+    Locally (no TF_CONFIG, or a cluster given as ``RunConfig(cluster=...)``, where every
+    process trains and evaluates together): a CheckpointSaverListener evaluates after a
+    checkpoint save once ``throttle_secs`` passed since the last evaluation, and once more
+    at the end of training unless the last checkpoint was just evaluated; no checkpoint
+    is evaluated or exported twice.
     Exporters run after each evaluation, with ``is_the_final_export=True`` when the
     evaluated global step is >= ``train_spec.max_steps`` (as TF: never with
     ``max_steps=None``). Beyond TF: EvalSpecs with ``every_n_steps`` make training run
@@ -391,14 +514,27 @@ def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: A
     per chunk, as after any restart); several EvalSpecs may be given, each writing to
     its own ``eval_<name>`` directory.
 
+    In a TF_CONFIG cluster each process does its task's part, as tf.estimator's
+    distributed mode (``run_cluster_task``): the ``chief`` and the ``worker`` tasks join
+    ``jax.distributed`` and train, without evaluating; the ``evaluator`` task (index 0)
+    joins nothing, runs alone on its own devices and evaluates and exports each new
+    checkpoint the trainers write to model_dir, ``start_delay_secs`` after it starts and
+    at most once per ``throttle_secs``, until one at ``train_spec.max_steps``.
+
     Returns:
       ``(eval_result, export_results)`` of the last evaluation: the metrics dict and one
       entry per exporter, the export directory (bytes) it wrote or None;
       ``(None, None)`` when nothing was evaluated (training had already reached
-      max_steps). With a list of EvalSpecs, a list of those pairs.
+      max_steps). With a list of EvalSpecs, a list of those pairs. In a cluster: the
+      evaluator's last pair; None on the chief and the workers, as tf.estimator.
 
     Raises:
       TypeError: an estimator or spec of the wrong type.
-      ValueError: several EvalSpecs share a name.
+      ValueError: several EvalSpecs share a name; in a cluster, an evaluator index > 0,
+        several EvalSpecs or ``every_n_steps``; a TF_CONFIG task type other than chief,
+        worker or evaluator.
     """
+    task = run_config_task(getattr(getattr(estimator, "config", None), "cluster", None))
+    if task is not None and isinstance(estimator, Estimator):
+        return run_cluster_task(estimator, train_spec, eval_spec, task, _jaxspec_family())
     return run_train_and_evaluate(estimator, train_spec, eval_spec, _jaxspec_family())

@@ -100,7 +100,7 @@ def test_model_fn_reads_the_padding_mask(tmp_path: Any) -> None:
     assert est.evaluate(batches_input_fn(X, Y, 64))["loss"] == pytest.approx(_numpy(64)[0], rel=1e-5)
 
 
-@pytest.mark.parametrize("cores", [2, 4])
+@pytest.mark.parametrize("cores", [2, 4, 8])  # 8: a mesh of one replica
 def test_mesh_loss_with_model_parallel_replicas(tmp_path: Any, cores: int) -> None:
     """With num_cores_per_replica > 1 (fewer, wider replicas) the eval loss is still
     tf.estimator's: the replicas of the short batch are weighted the same way."""

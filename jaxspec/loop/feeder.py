@@ -105,7 +105,8 @@ class StepFeeder:
         self.examples_seen = 0
         # EVAL on the mesh, one batch split over replicas: a short batch runs as steps
         # that give tf.estimator's loss (jaxspec.loop.short_batch), in a loop of their own.
-        self._exact_loss = self._pad and mode == ModeKeys.EVAL and self._replicas > 1
+        # A mesh of one replica too: padded, model_fn's mean would count the padding rows.
+        self._exact_loss = self._pad and mode == ModeKeys.EVAL
         self._queued: list[tuple[Batch, np.ndarray]] = []
         self._raw: Batch | None = None  # an input batch read by _stack_full, not yet a step
 
