@@ -365,8 +365,8 @@ class Estimator:
         return None if step is None else self._checkpoint_store().path(step)
 
     def get_variable_names(self) -> list[str]:
-        """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``),
-        and ``global_step`` (the checkpoint's step), as tf.estimator lists it.
+        """Names of the state leaves in the latest checkpoint (for a flax TrainState
+        ``params/params/Dense_0/kernel``, ``opt_state/...``, ``step``), and ``global_step`` (the checkpoint's step), as tf.estimator lists it.
 
         Raises:
           ValueError: model_dir has no checkpoint.
