@@ -283,8 +283,9 @@ class Estimator:
         scalars (arrays for vector metrics): ``loss`` (tf.estimator's: the mean over batches of
         model_fn's loss, each batch counting once, a short last batch's loss over its real
         rows; on TPUEstimator's mesh exact for a loss that is a mean over the replica's
-        rows, see ``jaxspec.loop.short_batch``; a model_fn whose loss is not a plain mean
-        weights its rows by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
+        rows with any input pipeline but BROADCAST, see ``jaxspec.loop.short_batch``; a
+        model_fn whose loss is not a plain mean, or under BROADCAST, takes the mean over
+        the rows weighted by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:
