@@ -76,6 +76,10 @@ def import_tensorflow() -> None:
     user set is never changed."""
     if "tensorflow" in sys.modules:
         return
+    if sys.argv[:1] == ["-m"]:  # perhaps python -m tf_bridge: Keras 2 for a TF 2.15 script
+        from tf_bridge._keras_choice import choose_for_launcher
+
+        choose_for_launcher()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     with quiet_native_stderr():
         import tensorflow
