@@ -43,7 +43,8 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
 def warn_left_out(receiver: Any, outputs: dict[str, Any], signatures: dict[str, Any]) -> None:
     """Name each export output left out of ``signatures`` and why, at WARNING on the
     ``tf_bridge`` logger. TensorFlow's ``build_all_signature_defs`` gives the reason at
-    INFO only (hidden by default) and then just "Export includes no signatures!"."""
+    INFO only (hidden by default) and then just "Export includes no signatures!" at WARNING
+    (still said, by TensorFlow's logger)."""
     groups = [(None, receiver.receiver_tensors)]
     groups += list((getattr(receiver, "receiver_tensors_alternatives", None) or {}).items())
     for group, tensors in groups:
@@ -57,8 +58,6 @@ def warn_left_out(receiver: Any, outputs: dict[str, Any], signatures: dict[str, 
             except ValueError as err:
                 why = str(err)
             _log.warning("Signature %r left out of the SavedModel: %s", name, why)
-    if not signatures:
-        _log.warning("The SavedModel has no signatures: TensorFlow Serving cannot load it.")
 
 
 def add_meta_graph_for_mode(
