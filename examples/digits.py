@@ -158,6 +158,7 @@ def make_estimator(model_dir: str) -> jaxspec.TPUEstimator:
     return jaxspec.TPUEstimator(
         model_fn=make_model_fn(make_host_fn(model_dir)),
         config=config,
+        params={},  # model_fn takes params (TPUEstimator's batch_size); none of our own
         use_tpu=True,
         train_batch_size=128,
         eval_batch_size=128,

@@ -31,7 +31,8 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
     arguments are not either; ``*args``/``**kwargs`` are ignored.
 
     A model_fn that takes ``params`` while ``params`` is None gets a warning on the
-    ``jaxspec`` logger (TF 2.15 logs one too) and ``params = {}``.
+    ``jaxspec`` logger and ``params = {}``: TF 2.15 warns there too, TPUEstimator included
+    (it checks the user's params before adding ``batch_size``).
 
     Returns:
       The argument names model_fn declares.
@@ -50,8 +51,11 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
         raise ValueError(
             f"params were given to the Estimator, but model_fn takes no 'params' argument (it takes {names})."
         )
-    if params is None and "params" in names:  # tf.estimator logs the same warning
-        _log.warning("model_fn takes params, but no params were given to the Estimator.")
+    if params is None and "params" in names:  # TF 2.15 warns too, TPUEstimator included
+        _log.warning(
+            "model_fn takes params, but no params were given to the Estimator: model_fn gets {} (on "
+            "TPUEstimator only its batch_size and use_tpu). Pass params={} if none are meant."
+        )
     unexpected = [n for n in names if n not in MODEL_FN_ARGS and n != "self"]
     if unexpected:
         raise ValueError(

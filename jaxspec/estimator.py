@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import inspect
 import logging
 import os
 import tempfile
@@ -64,6 +66,49 @@ def resolve_model_dir(config: RunConfig | None, model_dir: str | os.PathLike[str
     return config
 
 
+def _quietly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run inside ``quiet_libraries()``; a generator function has each of its
+    resumptions (and its closing) run inside it, since a predict generator reads the
+    checkpoint at its first ``next()``."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            inner = fn(*args, **kwargs)
+            try:
+                while True:
+                    with quiet_libraries():
+                        try:
+                            item = next(inner)
+                        except StopIteration:
+                            return
+                    yield item
+            finally:
+                with quiet_libraries():
+                    inner.close()
+
+        return generator
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with quiet_libraries():
+            return fn(*args, **kwargs)
+
+    return call
+
+
+def quiet_public_methods(cls: type) -> type:
+    """Run ``__init__`` and every public method ``cls`` defines inside
+    ``quiet_libraries()``: the INFO records of Orbax (absl), JAX and TensorFlow that a
+    call causes stay hidden, whatever the program's logging, and a warning logged before
+    any handler exists goes through the same stand-in as during train (``WARNING:jaxspec:``).
+    Applied to Estimator and, through ``__init_subclass__``, to every subclass."""
+    for name, value in list(vars(cls).items()):
+        if (name == "__init__" or not name.startswith("_")) and inspect.isfunction(value):
+            setattr(cls, name, _quietly(value))
+    return cls
+
+
 class Estimator:
     """Trains, evaluates, predicts and exports a model_fn, as ``tf.estimator.Estimator``.
 
@@ -115,6 +160,10 @@ class Estimator:
         given and model_fn takes none, or model_fn declares ``state`` and init_fn is None.
       TypeError: partition_rules is not a list of (regex, PartitionSpec) pairs.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        quiet_public_methods(cls)
 
     def __init__(
         self,
@@ -241,8 +290,9 @@ class Estimator:
         scalars (arrays for vector metrics): ``loss`` (tf.estimator's: the mean over batches of
         model_fn's loss, each batch counting once, a short last batch's loss over its real
         rows; on TPUEstimator's mesh exact for a loss that is a mean over the replica's
-        rows, see ``jaxspec.loop.short_batch``; a model_fn whose loss is not a plain mean
-        weights its rows by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
+        rows with any input pipeline but BROADCAST, see ``jaxspec.loop.short_batch``; a
+        model_fn whose loss is not a plain mean, or under BROADCAST, takes the mean over
+        the rows weighted by ``jaxspec.metrics.current_padding_mask()``), every metric, and ``global_step``; also
         written to ``model_dir/eval`` (``eval_<name>``).
 
         Raises:
@@ -389,8 +439,8 @@ class Estimator:
         return None if step is None else store.path(step)
 
     def get_variable_names(self) -> list[str]:
-        """Names of the state leaves in the latest checkpoint (``params/Dense_0/kernel``),
-        and ``global_step`` (the checkpoint's step), as tf.estimator lists it.
+        """Names of the state leaves in the latest checkpoint (for a flax TrainState
+        ``params/params/Dense_0/kernel``, ``opt_state/...``, ``step``), and ``global_step`` (the checkpoint's step), as tf.estimator lists it.
 
         Raises:
           ValueError: model_dir has no checkpoint.
@@ -448,3 +498,6 @@ class Estimator:
             partition_rules=self._partition_rules,
             compile_cache=self._compile_cache,
         )
+
+
+quiet_public_methods(Estimator)

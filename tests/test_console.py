@@ -100,6 +100,15 @@ def _hook_and_checkpoint_lines(text: str, prefix: str) -> None:
     assert "JAXSPEC_LOGGER_AT_END 0 0" in text
 
 
+def test_a_warning_at_construction_goes_through_the_same_handler(outputs: dict[str, str]) -> None:
+    """Issue 35, item 8: the Estimator's constructor warns (model_fn takes params, none
+    given, as TF 2.15 does) in logging's basic format, as every other jaxspec line, not
+    bare through logging's last resort."""
+    for how in ("pipe", "pty"):
+        lines = [ln for ln in outputs[how].splitlines() if "model_fn takes params" in ln]
+        assert len(lines) == 1 and lines[0].startswith("WARNING:jaxspec:model_fn takes params"), lines
+
+
 def test_terminal_shows_progress_bars(outputs: dict[str, str]) -> None:
     text = outputs["pty"]
     _no_library_chatter(text)
@@ -125,7 +134,9 @@ def test_user_logging_configuration_is_honoured(outputs: dict[str, str]) -> None
 def test_one_switch_turns_the_console_off(outputs: dict[str, str]) -> None:
     text = outputs["off"]
     _no_library_chatter(text)
-    assert "jaxspec" not in text and "Evaluation" not in text and "Saving dict" not in text
+    shown = [ln for ln in text.splitlines() if "jaxspec" in ln]
+    assert all(ln.startswith("WARNING:jaxspec:") for ln in shown), shown  # warnings still shown
+    assert "Evaluation" not in text and "Saving dict" not in text
     assert "PREDICTED 512" in text
 
 

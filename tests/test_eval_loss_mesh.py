@@ -117,3 +117,50 @@ def test_mesh_loss_with_model_parallel_replicas(tmp_path: Any, cores: int) -> No
     loss, accuracy = _numpy(64)
     assert result["loss"] == pytest.approx(loss, rel=1e-5)
     assert result["accuracy"] == pytest.approx(accuracy, abs=1e-6)
+
+
+def masked_mean_fn(features, labels, mode, params, state):
+    """The README's advice: the mean over the real rows of the batch, by the mask."""
+    per_row = per_row_of(labels, features["x"] @ state["w"] + state["b"])
+    mask = jaxspec.metrics.current_padding_mask()
+    return jaxspec.TPUEstimatorSpec(mode, loss=jnp.sum(per_row * mask) / jnp.maximum(jnp.sum(mask), 1.0))
+
+
+def _pipeline_estimator(path: Any, fn: Any, pipeline: Any) -> jaxspec.TPUEstimator:
+    config = fast_config(str(path)).replace(
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=1, per_host_input_for_training=pipeline)
+    )
+    return jaxspec.TPUEstimator(
+        fn, config=config, params={}, train_batch_size=64, eval_batch_size=64, init_fn=init_fn
+    )
+
+
+def test_per_replica_input_loss_is_tf_estimators(tmp_path: Any, caplog: Any) -> None:
+    """Issue 35, item 6: PER_HOST_V2 (one batch per replica, 8 rows each) gives the same
+    eval loss as PER_HOST_V1 and tf.estimator (the mean of the 64-row batches' losses, the
+    short last one's over its 57 real rows), for a plain mean loss and for the README's
+    masked mean alike; before, its padding rows counted."""
+    import logging
+
+    v2 = jaxspec.InputPipelineConfig.PER_HOST_V2
+    loss, _ = _numpy(64)
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        for fn in (model_fn, masked_mean_fn):
+            est = _pipeline_estimator(tmp_path / fn.__name__, fn, v2)
+            assert est.evaluate(batches_input_fn(X, Y, 8))["loss"] == pytest.approx(loss, rel=1e-5)
+    assert not [r for r in caplog.records if "padding" in r.getMessage()]  # nothing to warn about
+
+
+def test_broadcast_padding_warns_once_unless_the_loss_reads_the_mask(tmp_path: Any, caplog: Any) -> None:
+    """BROADCAST hands every replica the whole padded batch: a loss that ignores the mask
+    counts the padding rows, which is named once; one that reads it gets tf.estimator's."""
+    import logging
+
+    broadcast = jaxspec.InputPipelineConfig.BROADCAST
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        est = _pipeline_estimator(tmp_path / "masked", masked_mean_fn, broadcast)
+        assert est.evaluate(batches_input_fn(X, Y, 64))["loss"] == pytest.approx(_numpy(64)[0], rel=1e-5)
+        assert not caplog.records
+        _pipeline_estimator(tmp_path / "plain", model_fn, broadcast).evaluate(batches_input_fn(X, Y, 64))
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert "batch index 8 holds 57 real rows of 64" in warned and "current_padding_mask()" in warned, warned

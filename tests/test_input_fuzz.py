@@ -4,7 +4,8 @@ Random nested dicts and tuples of float64/int64/bool/... arrays, empty inner dim
 shorter last batch, returned as a list, a generator or one batch; into some a single
 fault is injected (a string or object leaf, a scalar, a leaf with other rows, ragged
 nested lists, a batch of zero rows, a tuple of three, a generator that raises part-way).
-Valid input trains, evaluates and predicts; a fault is a TypeError or ValueError naming
+Valid input trains, evaluates and predicts (an array returned alone is a TypeError
+naming it); a fault is a TypeError or ValueError naming
 the offending key or batch (the user's own exception keeps its type, with a note naming
 the batch); never another exception, a hang (hypothesis' deadline) or a crash.
 
@@ -192,6 +193,9 @@ def _raising(batches, at):
 
 def _expected_token(case: dict[str, Any]) -> str | None:
     fault = case["fault"]
+    if case["form"] == "single" and case["features"] is None and case["labels"] == "none":
+        if fault not in ("tuple3", "ragged", "scalar"):  # those are no bare array
+            return "returned a bare"  # one array alone: a TypeError naming it (issue 35)
     if fault == "none":
         return None
     if fault in ("empty", "tuple3", "raise"):

@@ -31,6 +31,7 @@ PUBLIC_BEFORE = (
 def test_import_loads_tensorflow_only_and_prints_no_start_up_lines() -> None:
     code = (
         "import sys, json, tf_bridge\n"
+        "import tensorflow as tf; tf.constant(1.0) + 1  # devices set up, as by an export\n"
         "print('RESULT', json.dumps({'ours': sorted(m for m in sys.modules if m.startswith('tf_bridge')),"
         " 'jaxspec': 'jaxspec' in sys.modules, 'tf': 'tensorflow' in sys.modules}))\n"
     )
@@ -46,6 +47,7 @@ def test_import_loads_tensorflow_only_and_prints_no_start_up_lines() -> None:
     }
     assert "absl::InitializeLog" not in run.stderr
     assert not [ln for ln in run.stderr.splitlines() if ln.startswith("I0000")], run.stderr
+    assert "cuInit" not in run.stderr, run.stderr  # issue 35, item 8: the CUDA probe's line
 
 
 def test_public_names_are_where_they_were() -> None:
@@ -64,6 +66,8 @@ def test_only_start_up_info_lines_are_dropped() -> None:
         b"I0000 00:00:1796205853.693649   11317 cpu_feature_guard.cc:227] This TensorFlow binary is optimized.\n"
         b"To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow.\n"
         b"W0000 00:00:1796205853.7 11317 some.cc:1] a warning\n"
+        b"E0000 00:00:1796295244.086613   12419 cuda_platform.cc:52] failed call to cuInit: INTERNAL: "
+        b"CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
         b"E0000 00:00:1796205853.8 11317 other.cc:2] an error\n"
         b"a Python warning\n"
     )

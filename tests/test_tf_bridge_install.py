@@ -152,7 +152,8 @@ def test_install_refuses_old_tensorflow_and_the_real_tensorflow_estimator(tmp_pa
 
 def test_launcher_usage_and_a_missing_script() -> None:
     run = _run(["-m", "tf_bridge", "/nonexistent/script.py"])
-    assert run.returncode == 2 and "usage: python -m tf_bridge SCRIPT" in run.stderr
+    assert run.returncode == 2 and "usage: python -m tf_bridge [--keras3] SCRIPT" in run.stderr
+    assert "TF_USE_LEGACY_KERAS" not in run.stderr  # the Keras line only when a script runs
 
 
 def test_this_process_has_no_tensorflow_estimator() -> None:

@@ -1,6 +1,8 @@
 """TF1 model_fns with ``tf.compat.v1.layers`` (Keras 2 layers) on TensorFlow >= 2.16: a
-clear error under Keras 3 saying what to do, and a real run once Keras 2 is chosen by the
-user (``TF_USE_LEGACY_KERAS=1``, in a subprocess). tf_bridge never switches Keras itself."""
+clear error under Keras 3 saying what to do, and a real run once Keras 2 is chosen:
+``python -m tf_bridge`` sets ``TF_USE_LEGACY_KERAS=1`` when tf_keras is installed (issue
+35, item 7), unless the user set it or passed ``--keras3``; ``import tf_bridge`` alone
+never switches Keras."""
 
 from __future__ import annotations
 
@@ -54,25 +56,50 @@ def test_keras_3_error_says_what_to_do(tmp_path: Any) -> None:
     assert tf.keras.__version__.startswith("3.")
 
 
-def test_with_keras_2_chosen_the_layers_train_as_by_hand(tmp_path: Any) -> None:
-    code = MODEL_FN + textwrap.dedent(
-        f"""
-        import json, sys
-        X = np.array({X.tolist()}, np.float32); Y = np.array({Y.tolist()}, np.float32)
-        est = tf_bridge.Estimator(model_fn, sys.argv[1])
-        est.train(lambda: tf.data.Dataset.from_tensors(({{"x": X}}, Y)), steps=1)
-        print("RESULT", json.dumps({{"kernel": est.get_variable_value("dense/kernel").tolist(),
-                                     "bias": est.get_variable_value("dense/bias").tolist()}}))
-        """
+def test_the_launcher_chooses_keras_2_and_the_layers_train_as_by_hand(tmp_path: Any) -> None:
+    script = tmp_path / "tf1_layers.py"
+    script.write_text(
+        MODEL_FN
+        + textwrap.dedent(
+            f"""
+            import json, os, sys
+            X = np.array({X.tolist()}, np.float32); Y = np.array({Y.tolist()}, np.float32)
+            est = tf_bridge.Estimator(model_fn, sys.argv[1])
+            est.train(lambda: tf.data.Dataset.from_tensors(({{"x": X}}, Y)), steps=1)
+            print("RESULT", json.dumps({{"kernel": est.get_variable_value("dense/kernel").tolist(),
+                                         "bias": est.get_variable_value("dense/bias").tolist(),
+                                         "legacy": os.environ.get("TF_USE_LEGACY_KERAS")}}))
+            """
+        )
     )
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_USE_LEGACY_KERAS="1")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("TF_USE_LEGACY_KERAS", None)  # an unmodified TF 2.15 program, nothing set
     run = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "tf_bridge", str(script), str(tmp_path / "m")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    said = [ln for ln in run.stderr.splitlines() if "TF_USE_LEGACY_KERAS" in ln]
+    assert len(said) == 1 and "--keras3" in said[0], run.stderr
     got = json.loads(next(ln for ln in run.stdout.splitlines() if ln.startswith("RESULT "))[7:])
+    assert got["legacy"] == "1"
     w, b = np.array([[0.5], [-0.5]], np.float32), np.zeros(1, np.float32)
     err = X @ w + b - Y  # d/dpred of mean((pred - y)^2) = 2 * err / n
     grad_w, grad_b = X.T @ (2 * err / len(X)), (2 * err / len(X)).sum(0)
     np.testing.assert_allclose(got["kernel"], w - 0.1 * grad_w, rtol=1e-6)
     np.testing.assert_allclose(got["bias"], b - 0.1 * grad_b, rtol=1e-6, atol=1e-7)
+
+
+def test_keras3_and_the_users_own_setting_are_kept(monkeypatch: Any) -> None:
+    from tf_bridge._keras_choice import LEGACY_KERAS, choose_keras
+
+    monkeypatch.setenv(LEGACY_KERAS, "x")
+    monkeypatch.delenv(LEGACY_KERAS)  # restored as unset afterwards
+    assert choose_keras(keras3=True) is None and LEGACY_KERAS not in os.environ
+    monkeypatch.setenv(LEGACY_KERAS, "0")
+    assert choose_keras(keras3=False) is None and os.environ[LEGACY_KERAS] == "0"
+    monkeypatch.delenv(LEGACY_KERAS)
+    assert "tf_keras is installed" in choose_keras(keras3=False) and os.environ[LEGACY_KERAS] == "1"

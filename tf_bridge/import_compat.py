@@ -115,6 +115,14 @@ def install() -> None:
     """Make tf.estimator's import paths resolve to tf_bridge in this process (see the
     module docstring); calling it again does nothing.
 
+    Keras: TensorFlow >= 2.16 gives Keras 3 as ``tf.keras``; a TF 2.15 program using
+    ``tf.compat.v1.layers``, ``tf.keras.optimizers.legacy`` or Keras optimizer objects in
+    canned estimators needs Keras 2: install ``tf_keras`` (tf_bridge's ``[tf]`` extra
+    does) and set ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported (before
+    ``import tf_bridge``), e.g. ``os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")`` at
+    the top of the program. install() runs after that import, so it cannot choose;
+    ``python -m tf_bridge`` sets it for you (``--keras3`` opts out).
+
     Raises:
       RuntimeError: TensorFlow is older than 2.16 (its own tf.estimator is there), or the
         real ``tensorflow_estimator`` package is importable (it would be shadowed).

@@ -50,6 +50,7 @@ class SpecParts:
     chief_hooks: tuple[SessionRunHook, ...] = ()
     scaffold: Scaffold | None = None
     export_outputs: dict[str, Any] | None = None
+    reads_padding_mask: bool = False  # model_fn read current_padding_mask() in this trace
 
     @property
     def all_hooks(self) -> tuple[SessionRunHook, ...]:

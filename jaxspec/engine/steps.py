@@ -26,7 +26,7 @@ from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.loss_scale import find_loss_scale
 from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
-from jaxspec.metrics.base import padding_mask_scope
+from jaxspec.metrics.base import padding_mask_reads, padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import Features, Labels, State
 from jaxspec.spec.host_call import call_with_tensors
@@ -202,6 +202,7 @@ class StepEngine:
         record: RecordParts | None = None,
     ) -> SpecParts:
         rng = jax.random.fold_in(jax.random.fold_in(key, step), replica_index(self.mesh))
+        reads = padding_mask_reads()
         spec = call_with_declared(
             self.model_fn,
             dict(
@@ -216,6 +217,7 @@ class StepEngine:
             ),
         )
         parts = unpack_spec(spec, mode, on_mesh=self.mesh is not None)
+        parts.reads_padding_mask = padding_mask_reads() > reads
         if record is not None:
             record(parts)
         return parts
@@ -309,8 +311,8 @@ class StepEngine:
                 return EvalLoopOut(_fold_steps(payload), host, hook_values)
             parts = traced[-1]
             n, r = losses.shape
-            if self.broadcast:
-                frac = jnp.broadcast_to(jnp.mean(mask, axis=-1, keepdims=True), (n, r))
+            if self.broadcast:  # every replica holds the whole batch: each step counts once
+                frac = jnp.broadcast_to(jnp.max(mask, axis=-1, keepdims=True) > 0, (n, r)).astype(mask.dtype)
             else:
                 frac = _replica_weights(mask.reshape(n, r, -1))
             losses = jnp.where(frac > 0, losses, 0.0)  # an all-padding replica's loss may be NaN

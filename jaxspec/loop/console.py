@@ -6,8 +6,12 @@ Where the output goes is decided once per call, from the ``jaxspec`` logger:
 - its level set explicitly above INFO (``logging.getLogger("jaxspec").setLevel(
   logging.WARNING)``, as ``tf.get_logger().setLevel`` silences TensorFlow): nothing;
 - logging configured by the program (a handler on ``jaxspec`` or an ancestor, e.g.
-  ``logging.basicConfig``): INFO records of the ``jaxspec`` logger at tf.estimator's
-  cadence, handled as the program configured;
+  ``logging.basicConfig(level=INFO)``): INFO records of the ``jaxspec`` logger at
+  tf.estimator's cadence, handled as the program configured. A root logger left at
+  WARNING whose handlers are all absl's or an argument-less ``basicConfig()``'s (what
+  ``absl.logging`` leaves when grain, Orbax or any absl user logs before the program
+  configured anything) counts as no configuration (``library_handlers``): the INFO
+  lines would vanish there;
 - no logging configured and stderr a terminal: a ``rich`` progress bar on stderr;
 - no logging configured, stderr not a terminal (pipes, CI): the same lines as records
   would give, written to stderr in logging's basic format (``INFO:jaxspec:...``).
@@ -63,9 +67,50 @@ def mode() -> str:
     """Where this call's progress goes: ``off``, ``records``, ``bar`` or ``lines``."""
     if logging.INFO < _log.level:
         return OFF
-    if _log.hasHandlers() and not _only_stand_in():
+    if _configured():
         return RECORDS
     return BAR if _isatty(sys.stderr) else LINES
+
+
+def _configured() -> bool:
+    """Whether the program configured logging for the ``jaxspec`` logger: a handler of
+    its own on it, or on the root logger one that no library's implicit
+    ``basicConfig()`` could have left (``library_handlers``)."""
+    if any(h is not _records for h in _log.handlers):
+        return True
+    if not _log.propagate:
+        return False
+    root = [h for h in logging.root.handlers if h is not _last_resort]
+    return bool(root) and not library_handlers()
+
+
+def _is_library_handler(handler: logging.Handler) -> bool:
+    """absl's handler, or the handler of a ``logging.basicConfig()`` called without
+    arguments (what ``absl.logging`` calls on its first record when the root has none):
+    a plain StreamHandler on stderr, logging's basic format, no level, no filter."""
+    kind = type(handler)
+    if kind.__name__ == "ABSLHandler" and kind.__module__.startswith("absl."):
+        return True
+    return (
+        isinstance(handler, logging.StreamHandler)
+        and kind is logging.StreamHandler
+        and handler.stream in (sys.stderr, sys.__stderr__)
+        and handler.level == logging.NOTSET
+        and all(f is _drop_shown for f in handler.filters)
+        and getattr(handler.formatter, "_fmt", None) == logging.BASIC_FORMAT
+    )
+
+
+def library_handlers() -> list[logging.Handler]:
+    """The root logger's handlers when they are all a library's doing: the root left at
+    logging's default WARNING and each handler absl's or an argument-less
+    ``basicConfig()``'s (``_is_library_handler``). A program that configures logging
+    sets a level (``basicConfig(level=INFO)``), a format, a stream or a handler of its
+    own, so its configuration is never taken for a library's; [] otherwise."""
+    handlers = [h for h in logging.root.handlers if h is not _last_resort]
+    if not handlers or logging.root.level != logging.WARNING:
+        return []
+    return handlers if all(_is_library_handler(h) for h in handlers) else []
 
 
 def _only_stand_in() -> bool:
@@ -99,12 +144,19 @@ class _ShownRecords(logging.Handler):
 _records = _ShownRecords()
 
 
+def _drop_shown(record: logging.LogRecord) -> bool:
+    """False for the ``jaxspec`` INFO records ``_records`` shows (put on a library's root
+    handlers during a call, so that no line is printed twice)."""
+    return not (record.levelno < logging.WARNING and record.name.split(".")[0] == "jaxspec")
+
+
 class _Shown:
     """The ``jaxspec`` logger opened to INFO (when left at NOTSET) with ``_records`` on it,
     for the outermost call whose console is a bar or lines."""
 
     depth = 0
     raised = False
+    filtered: list[logging.Handler] = []
 
     @classmethod
     def enter(cls, where: str) -> None:
@@ -112,6 +164,9 @@ class _Shown:
         if cls.depth > 1 or where not in (BAR, LINES):
             return
         _log.addHandler(_records)
+        cls.filtered = library_handlers()
+        for handler in cls.filtered:
+            handler.addFilter(_drop_shown)
         cls.raised = _log.level == logging.NOTSET
         if cls.raised:
             _log.setLevel(logging.INFO)
@@ -123,6 +178,9 @@ class _Shown:
             return
         if _records in _log.handlers:
             _log.removeHandler(_records)
+        for handler in cls.filtered:
+            handler.removeFilter(_drop_shown)
+        cls.filtered = []
         if cls.raised and _log.level == logging.INFO:
             _log.setLevel(logging.NOTSET)
         cls.raised = False
@@ -178,11 +236,12 @@ def quiet_libraries() -> Iterator[None]:
 
 
 def undo_basic_config(handlers_before: list[logging.Handler]) -> None:
-    """Remove the handlers that a library's ``logging.basicConfig()`` put on the root
-    logger since ``handlers_before`` was taken (only when the root had none then)."""
-    if handlers_before:
-        return
-    for handler in list(logging.root.handlers):
+    """Remove the root handlers that libraries' ``logging.basicConfig()`` left: those
+    added since ``handlers_before`` was taken when the root had none then (jaxspec's own
+    imports), and, when the root's handlers are all a library's (``library_handlers``:
+    e.g. grain or another absl user imported before jaxspec), those too, so that the
+    program's own ``basicConfig(level=...)`` still takes effect."""
+    for handler in list(logging.root.handlers) if not handlers_before else library_handlers():
         logging.root.removeHandler(handler)
 
 

@@ -19,6 +19,7 @@ from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
+from jaxspec.loop.short_batch import UnweightedPadding
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import NEVER, declared_step
 from jaxspec.store import summaries
@@ -154,6 +155,9 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
         first_step = phase.feeder.peek_step()
         limit = group_limit(phase.plan.config, first_step[0] if first_step is not None else ())
     mode_cache = phase.plan.compile_cache.modes[phase.mode]
+    padding = UnweightedPadding(
+        phase.plan.broadcast and phase.mesh is not None, phase.parts.reads_padding_mask
+    )
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         nonlocal asked
@@ -163,6 +167,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
         if group is None:
             return None
         first, asked = asked, asked + group.steps
+        padding.check(group.mask)
         if before_run is not None:
             before_run()
         sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]

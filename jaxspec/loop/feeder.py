@@ -69,7 +69,9 @@ class StepFeeder:
     would change the loss) a short first batch raises ValueError, and a later short batch
     is skipped and training goes on with the batches after it (one warning per call
     naming its rows; ``skipped_batches`` counts them, for the saved input position).
-    With PER_HOST_V2, an input ending part-way through a step ends the input there.
+    With PER_HOST_V2, an input ending part-way through a step ends the input there; in
+    EVAL that step's real rows run as a short batch's steps (``jaxspec.loop.short_batch``),
+    so the loss is tf.estimator's whichever pipeline feeds the mesh.
     """
 
     def __init__(
@@ -103,9 +105,10 @@ class StepFeeder:
             self._full_rows(batch_size)
         self._pending: tuple[Batch, np.ndarray] | None = None
         self.examples_seen = 0
-        # EVAL on the mesh, one batch split over replicas: a short batch runs as steps
-        # that give tf.estimator's loss (jaxspec.loop.short_batch), in a loop of their own.
-        # A mesh of one replica too: padded, model_fn's mean would count the padding rows.
+        # EVAL on the mesh, batches split over replicas (one per step, or one per replica):
+        # a short step runs as steps that give tf.estimator's loss
+        # (jaxspec.loop.short_batch), in a loop of their own. A mesh of one replica too:
+        # padded, model_fn's mean would count the padding rows.
         self._exact_loss = self._pad and mode == ModeKeys.EVAL
         self._queued: list[tuple[Batch, np.ndarray]] = []
         self._raw: Batch | None = None  # an input batch read by _stack_full, not yet a step
@@ -223,7 +226,21 @@ class StepFeeder:
                 return None
             template = jax.tree.map(np.zeros_like, parts[0][0])
             parts += [(template, np.zeros_like(parts[0][1]))] * (self._replicas - len(parts))
-        return _concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        step = _concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        return self._exact_per_replica(step) if self._exact_loss else step
+
+    def _exact_per_replica(self, step: tuple[Batch, np.ndarray]) -> tuple[Batch, np.ndarray]:
+        """A per-replica EVAL step (PER_HOST_V2, PER_SHARD_V1) with padding: its real rows,
+        in order, run as the steps of one short batch (``exact_loss_steps``), so that the
+        eval loss is tf.estimator's, as with PER_HOST_V1 (a replica's padding rows would
+        otherwise count in its mean)."""
+        batch, mask = step
+        real = np.flatnonzero(mask > 0)
+        if len(real) == len(mask):
+            return step
+        compact = _pad_rows(jax.tree.map(lambda x: x[real], batch), len(mask))
+        first, *self._queued = exact_loss_steps(compact, len(real), len(mask), self._replicas)
+        return first
 
     def next_group(self, max_steps: int) -> StepGroup | None:
         """Up to ``max_steps`` consecutive steps of one shape, stacked on a new axis 0.

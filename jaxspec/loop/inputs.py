@@ -2,8 +2,10 @@
 
 input_fn may return a ``tf.data.Dataset`` (duck-typed: anything with
 ``as_numpy_iterator``), any iterable or generator of ``(features, labels)`` or
-``features`` batches, or a single batch (a ``(features, labels)`` tuple, a dict of arrays
-or an array). A single batch repeats forever in TRAIN (as tensors returned by a TF
+``features`` batches, or a single batch (a ``(features, labels)`` tuple or a dict of
+arrays). A bare array is refused: it is as much an iterable of rows as one batch, and a
+model_fn or init_fn reading ``features['x']`` would fail far from the cause; an array as
+the only features is ``(array, None)``. A single batch repeats forever in TRAIN (as tensors returned by a TF
 input_fn do) and is one batch in EVAL and PREDICT. A finite input ends the phase.
 """
 
@@ -28,6 +30,22 @@ def _is_leaf_batch(x: Any) -> bool:
     """One batch rather than an iterable of them: an array, a dict (iterating a dict
     would give its keys, never batches), or a number (then rejected as a scalar)."""
     return isinstance(x, (np.ndarray, np.generic, jax.Array, dict, int, float, complex))
+
+
+ACCEPTED_FORMS = (
+    "a tf.data.Dataset; an iterable or generator of batches, each features or (features, labels); "
+    "or one batch: (features, labels) or a dict of features such as {'x': array} "
+    "(an array as the only features: (array, None))"
+)
+
+
+def _refuse_bare_array(result: Any) -> None:
+    """TypeError for an array returned by input_fn on its own, naming it."""
+    if isinstance(result, (np.ndarray, jax.Array)):
+        what = (
+            f"{type(result).__module__}.{type(result).__name__} of shape {np.shape(result)}, {result.dtype}"
+        )
+        raise TypeError(f"input_fn returned a bare {what}; it must return {ACCEPTED_FORMS}.")
 
 
 def _split(element: Any, index: int) -> Batch:
@@ -130,7 +148,8 @@ def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Ba
         tuple returned by input_fn is ``(features, labels)``, as in tf.estimator); a
         batch with a scalar, ragged or differently-sized leaf, no arrays or no rows
         (naming the leaf and the batch index, counted from 0).
-      TypeError: the result is none of the accepted kinds; a leaf of strings or objects.
+      TypeError: the result is a bare array (named, with the accepted forms) or none of
+        the accepted kinds; a leaf of strings or objects.
       Exception: what the user's iterator raises, of its own type, with a note naming
         the batch index it was reading.
     """
@@ -138,6 +157,7 @@ def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Ba
         raise ValueError(
             f"input_fn must return features or (features, labels); got a tuple of {len(result)}."
         )
+    _refuse_bare_array(result)
     if hasattr(result, "as_numpy_iterator"):
         source: Any = result.as_numpy_iterator() if position is None else position.source(result)
     elif _is_leaf_batch(result) or (
@@ -147,10 +167,7 @@ def iterate_batches(result: Any, mode: str, position: Any = None) -> Iterator[Ba
     elif hasattr(result, "__iter__"):
         source = iter(result) if position is None else position.source(result)
     else:
-        raise TypeError(
-            "input_fn must return a tf.data.Dataset, an iterable of batches or one batch; "
-            f"got {type(result).__name__}."
-        )
+        raise TypeError(f"input_fn returned a {type(result).__name__}; it must return {ACCEPTED_FORMS}.")
     source = iter(source)
     for index in itertools.count():
         try:

@@ -20,11 +20,14 @@ is the mean over its rows this is exactly tf.estimator's number.
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import numpy as np
 
 from jaxspec.loop.inputs import Batch
 
+_log = logging.getLogger("jaxspec")
 SPLIT = 2.0  # the mask value of a real row in the steps of a short batch
 
 
@@ -61,3 +64,44 @@ def exact_loss_steps(batch: Batch, rows: int, full: int, replicas: int) -> list[
             used += 1
         steps.append((jax.tree.map(lambda x, i=index: x[i], batch), mask))
     return steps
+
+
+class UnweightedPadding:
+    """One warning per evaluate call when padding rows reach the eval loss unweighted.
+
+    With batches split over replicas (PER_HOST_V1/V2, PER_SHARD_V1) a short batch runs as
+    ``exact_loss_steps``, where no replica that counts holds padding but copies of one
+    real row: a loss that is a mean over its rows is exact without reading the mask.
+    BROADCAST gives every replica the whole batch, padded: there the padding rows enter
+    every replica's loss unless model_fn weights its rows by
+    ``jaxspec.metrics.current_padding_mask()`` (each padded step then counts once, with
+    its real rows' loss, as tf.estimator's short batch).
+
+    Args:
+      on: whether padding can reach the loss (BROADCAST on the mesh).
+      reads_mask: whether model_fn read ``current_padding_mask()`` in its EVAL trace.
+    """
+
+    def __init__(self, on: bool, reads_mask: bool) -> None:
+        self._on = on and not reads_mask
+        self._seen = 0
+
+    def check(self, mask: np.ndarray) -> None:
+        """``mask`` ``[N, B]``: the steps about to run."""
+        if not self._on:
+            return
+        real = (np.asarray(mask) > 0).sum(axis=-1)
+        padded = np.flatnonzero((real > 0) & (real < mask.shape[-1]))
+        if len(padded):
+            self._on = False
+            _log.warning(
+                "Evaluation batch index %d holds %d real rows of %d; the rest is padding, and model_fn's "
+                "loss does not read jaxspec.metrics.current_padding_mask(), so the padding rows count in "
+                "the eval loss (BROADCAST gives every replica the whole padded batch). Weight the rows: "
+                "mask = jaxspec.metrics.current_padding_mask(); loss = jnp.sum(per_row * mask) / "
+                "jnp.maximum(jnp.sum(mask), 1.0).",
+                self._seen + int(padded[0]),
+                int(real[padded[0]]),
+                mask.shape[-1],
+            )
+        self._seen += len(real)

@@ -19,6 +19,7 @@ from jaxspec.hooks.basic import StopAtStepHook
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener
 from jaxspec.loop import console, data_position
 from jaxspec.loop.donated_state import KeepAhead, state_free_after
+from jaxspec.loop.empty_input import train_without_data
 from jaxspec.loop.grouping import Chunk, dispatch_chunks, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
@@ -167,7 +168,7 @@ def _run_train(
         return
     phase = Phase(plan, data_position.DataPosition(plan.store, latest, plan.model_dir))
     if not phase.start(input_fn):
-        _log.info("input_fn gave no data; nothing to train.")
+        train_without_data(plan, input_fn, latest)  # a warning, and TF's step-0 checkpoint
         return
     cfg = plan.config
     progress = ProgressHook(

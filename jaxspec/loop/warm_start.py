@@ -4,6 +4,7 @@ still works)."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -36,24 +37,61 @@ def _checkpoint_path(path: str) -> str:
     return os.path.join(directory, str(max(steps)))
 
 
-def _selected(names: list[str], settings: WarmStartSettings) -> list[str]:
+def _patterns(settings: WarmStartSettings) -> list[str]:
     patterns = settings.vars_to_warm_start
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    return [patterns] if isinstance(patterns, str) else list(patterns)
+
+
+def _selected(names: list[str], settings: WarmStartSettings) -> list[str]:
+    patterns = _patterns(settings)
     if patterns == [".*"] and any(n.startswith("params/") for n in names):
         return [n for n in names if n.startswith("params/")]
     return [n for n in names if any(re.match(p, n) for p in patterns)]
+
+
+def close_names(wanted: str, names: list[str], n: int = 10) -> list[str]:
+    """Up to ``n`` of ``names`` closest to ``wanted`` (difflib's ratio), best first; the
+    first ``n`` names when none is close at all."""
+    return difflib.get_close_matches(wanted, names, n=n, cutoff=0.3) or names[:n]
+
+
+def _check_selection(names: list[str], chosen: set[str], settings: WarmStartSettings) -> None:
+    """Raise when the settings select nothing, or rename a leaf they do not select.
+
+    TF 2.15 warm-starts nothing without a word when ``vars_to_warm_start`` matches no
+    variable; jaxspec raises (docs/decisions.md, "Trust, second round"). An unused
+    ``var_name_to_prev_var_name`` entry is a ValueError in TF too.
+    """
+    if not chosen:
+        wanted = " or ".join(repr(p) for p in _patterns(settings))
+        raise ValueError(
+            f"WarmStartSettings.vars_to_warm_start={wanted} matches no leaf of the state "
+            f"(patterns are re.match-ed against leaf names from their start); the closest names are "
+            f"{close_names(_patterns(settings)[0], names)} (Estimator.get_variable_names() lists them all)."
+        )
+    for name in settings.var_name_to_prev_var_name:
+        if name in chosen:
+            continue
+        why = "vars_to_warm_start does not select" if name in names else "is not a leaf of the state"
+        raise ValueError(
+            f"WarmStartSettings.var_name_to_prev_var_name names {name!r}, which {why}; "
+            f"the closest selected names are {close_names(name, sorted(chosen))}."
+        )
 
 
 def warm_start(state: State, settings: WarmStartSettings) -> State:
     """Return ``state`` with the selected leaves replaced by the checkpoint's values.
 
     Raises:
-      ValueError: a selected leaf is missing from the checkpoint or has another shape.
+      ValueError: ``vars_to_warm_start`` selects no leaf of ``state``; a
+        ``var_name_to_prev_var_name`` key is not a selected leaf; a selected leaf is missing
+        from the checkpoint or has another shape (each names up to 10 close names).
     """
     path = _checkpoint_path(settings.ckpt_to_initialize_from)
     stored = dict(named_leaves(restore_on_host(path)))
     mine = named_leaves(state)
     chosen = set(_selected([n for n, _ in mine], settings))
+    _check_selection([n for n, _ in mine], chosen, settings)
     out = []
     for name, leaf in mine:
         if name not in chosen:
@@ -61,7 +99,10 @@ def warm_start(state: State, settings: WarmStartSettings) -> State:
             continue
         prev = settings.var_name_to_prev_var_name.get(name, name)
         if prev not in stored:
-            raise ValueError(f"warm start: {prev!r} is not in the checkpoint {path}.")
+            raise ValueError(
+                f"warm start: {prev!r} is not in the checkpoint {path}; its closest names are "
+                f"{close_names(prev, sorted(stored))}."
+            )
         value = np.asarray(stored[prev])
         if value.shape != tuple(np.shape(leaf)):
             raise ValueError(

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxspec.metrics.base import Metric, current_padding_mask, is_concrete, is_metric_state
+from jaxspec.metrics.base import Metric, active_padding_mask, is_concrete, is_metric_state
 
 
 # -- (value, update) pairs ---------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _check_additive(metric: Any, name: str) -> None:
 
 def _padding_rows() -> jax.Array:
     """Number of padded rows in the batch being traced (0 outside evaluation)."""
-    mask = current_padding_mask()
+    mask = active_padding_mask()
     if mask is None:
         return jnp.zeros((), jnp.float32)
     return jnp.sum(1.0 - jnp.asarray(mask, jnp.float32))
@@ -254,7 +254,7 @@ def keras_metric(metric: Any, *args: Any, sample_weight: Any = None, **kwargs: A
     name = getattr(metric, "name", type(metric).__name__)
     _require_jax_keras(metric, name)
     _check_additive(metric, name)
-    mask = current_padding_mask()
+    mask = active_padding_mask()
     if mask is not None:
         mask = jnp.asarray(mask, jnp.float32)
         if sample_weight is None:

@@ -47,9 +47,28 @@ def padding_mask_scope(mask: Any) -> Iterator[None]:
         _PADDING_MASK.reset(token)
 
 
+_MASK_READS = [0]  # calls of current_padding_mask() inside an EVAL trace (by model_fns)
+
+
 def current_padding_mask() -> Any:
-    """The active padding mask (float ``[batch]``), or None outside an EVAL trace."""
+    """The active padding mask (float ``[batch]``: 1 for a real row, 0 for padding), or
+    None outside an EVAL trace. A model_fn whose eval loss must not count padding rows
+    weights them by it: ``jnp.sum(per_row * mask) / jnp.maximum(jnp.sum(mask), 1.0)``."""
+    mask = _PADDING_MASK.get()
+    if mask is not None:
+        _MASK_READS[0] += 1
+    return mask
+
+
+def active_padding_mask() -> Any:
+    """``current_padding_mask()`` for jaxspec's own metrics: not counted as a read."""
     return _PADDING_MASK.get()
+
+
+def padding_mask_reads() -> int:
+    """How often ``current_padding_mask()`` was read inside an EVAL trace, so far (the
+    engine tells from it whether a model_fn weights its rows)."""
+    return _MASK_READS[0]
 
 
 def _row_mask(values: jax.Array) -> jax.Array | None:
@@ -58,7 +77,7 @@ def _row_mask(values: jax.Array) -> jax.Array | None:
     Raises:
       ValueError: ``values`` has rank >= 1 and its axis 0 is not the batch.
     """
-    mask = current_padding_mask()
+    mask = _PADDING_MASK.get()  # not a model_fn's read (padding_mask_reads)
     if mask is None:
         return None
     mask = jnp.asarray(mask, jnp.float32)

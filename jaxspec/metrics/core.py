@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxspec.metrics._shapes import align_weights, broadcast_weights, check_same_shape, prepare, squeeze_pair
-from jaxspec.metrics.base import Metric, batch_constructor, current_padding_mask, drop_padding
+from jaxspec.metrics.base import Metric, active_padding_mask, batch_constructor, drop_padding
 
 
 def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
@@ -283,7 +283,7 @@ def mean_cosine_distance(
     """
     labels, predictions, weights = _errors_input(labels, predictions, weights, "mean_cosine_distance")
     axis = dim % predictions.ndim if predictions.ndim else 0
-    if axis == 0 and current_padding_mask() is not None:
+    if axis == 0 and active_padding_mask() is not None:
         raise ValueError("mean_cosine_distance: dim must not be the batch axis 0 during evaluation.")
     radial = jnp.sum(drop_padding(predictions * labels), axis=dim, keepdims=True)
     return MeanCosineDistance(*_mean_stats(radial, weights), dim=int(dim))

@@ -40,6 +40,26 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
         ) from err
 
 
+def warn_left_out(receiver: Any, outputs: dict[str, Any], signatures: dict[str, Any]) -> None:
+    """Name each export output left out of ``signatures`` and why, at WARNING on the
+    ``tf_bridge`` logger. TensorFlow's ``build_all_signature_defs`` gives the reason at
+    INFO only (hidden by default) and then just "Export includes no signatures!" at WARNING
+    (still said, by TensorFlow's logger)."""
+    groups = [(None, receiver.receiver_tensors)]
+    groups += list((getattr(receiver, "receiver_tensors_alternatives", None) or {}).items())
+    for group, tensors in groups:
+        for key, output in outputs.items():
+            name = key if group is None else f"{group}:{key}"
+            if name in signatures:
+                continue
+            try:
+                output.as_signature_def(tensors)
+                why = "TensorFlow Serving cannot serve its method name"
+            except ValueError as err:
+                why = str(err)
+            _log.warning("Signature %r left out of the SavedModel: %s", name, why)
+
+
 def add_meta_graph_for_mode(
     plan: RunPlan,
     builder: Any,
@@ -69,6 +89,8 @@ def add_meta_graph_for_mode(
             getattr(receiver, "receiver_tensors_alternatives", None),
             serving_only=(mode == ModeKeys.PREDICT),
         )
+        if mode == ModeKeys.PREDICT:
+            warn_left_out(receiver, outputs, signatures)
         with tf.compat.v1.Session(config=plan.session_config) as session:
             local_init_op = spec.scaffold.local_init_op
             if local_init_op is None:

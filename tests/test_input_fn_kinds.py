@@ -1,0 +1,81 @@
+"""input_fn results of the wrong kind (issue 35, item 2): a bare array is a TypeError
+naming it before init_fn runs; an input_fn that yields nothing is a warning naming it,
+and training from nothing writes the step-0 checkpoint, as tf.estimator's session
+creation did (``CheckpointSaverHook.after_create_session``)."""
+
+from __future__ import annotations
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxspec
+from tests.helpers import digits, fast_config, init_fn, make_model_fn
+
+X, Y = digits(8)
+
+
+def _model_fn(features, labels, mode, state):
+    loss = jnp.mean((features["x"] @ state["w"] - labels) ** 2)
+    return jaxspec.EstimatorSpec(mode, loss=loss, train_op={"w": state["w"] - 0.1 * jax.grad(
+        lambda w: jnp.mean((features["x"] @ w - labels) ** 2))(state["w"])})  # fmt: skip
+
+
+def _no_batch_init(rng, params):
+    return {"w": jax.random.normal(rng, (64,))}
+
+
+@pytest.mark.parametrize("result", [X, jnp.asarray(X)], ids=["numpy", "jax"])
+def test_a_bare_array_is_a_type_error_before_init_fn(tmp_path, result):
+    called = []
+
+    def init(rng, features):
+        called.append(1)
+        return init_fn(rng, features)
+
+    est = jaxspec.Estimator(make_model_fn(), config=fast_config(str(tmp_path)), params={}, init_fn=init)
+    with pytest.raises(TypeError) as err:
+        est.train(lambda: result, steps=1)
+    message = str(err.value)
+    assert "returned a bare" in message and "(8, 64)" in message and "float32" in message, message
+    assert "tf.data.Dataset" in message and "(features, labels)" in message and "{'x': array}" in message
+    assert not called
+
+
+def test_an_array_with_labels_still_trains(tmp_path):
+    est = jaxspec.Estimator(
+        _model_fn, config=fast_config(str(tmp_path)), init_fn=lambda rng: {"w": jnp.zeros(64)}
+    )
+    est.train(lambda: ({"x": X}, Y.astype(np.float32)), steps=1)
+    assert int(est.get_variable_value("global_step")) == 1
+
+
+def empty_input_fn():
+    return iter([])
+
+
+def test_an_empty_input_warns_and_writes_step_zero(tmp_path, caplog):
+    est = jaxspec.Estimator(_model_fn, config=fast_config(str(tmp_path)), init_fn=_no_batch_init)
+    with caplog.at_level(logging.INFO, logger="jaxspec"):
+        est.train(empty_input_fn, steps=5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("empty_input_fn gave no data" in w for w in warnings), warnings
+    assert est.latest_checkpoint() is not None and est.latest_checkpoint().endswith("/0")
+    assert int(est.get_variable_value("global_step")) == 0
+    init_key = jax.random.split(jax.random.PRNGKey(0))[0]  # init_fn's key for tf_random_seed None
+    expected = np.asarray(_no_batch_init(init_key, {})["w"])
+    np.testing.assert_array_equal(est.get_variable_value("w"), expected)
+    est.train(empty_input_fn, steps=5)  # a resume: nothing new on disk, still a warning
+    assert est.latest_checkpoint().endswith("/0")
+
+
+def test_an_empty_input_with_an_init_fn_needing_features_says_why(tmp_path, caplog):
+    est = jaxspec.Estimator(make_model_fn(), config=fast_config(str(tmp_path)), params={}, init_fn=init_fn)
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        est.train(empty_input_fn, steps=5)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "empty_input_fn gave no data" in warning and "init_fn takes features" in warning, warning
+    assert est.latest_checkpoint() is None
