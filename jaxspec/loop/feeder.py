@@ -108,8 +108,9 @@ class StepFeeder:
         # EVAL on the mesh, batches split over replicas (one per step, or one per replica):
         # a short step runs as steps that give tf.estimator's loss
         # (jaxspec.loop.short_batch), in a loop of their own. A mesh of one replica too:
-        # padded, model_fn's mean would count the padding rows.
-        self._exact_loss = self._pad and mode == ModeKeys.EVAL
+        # padded, model_fn's mean would count the padding rows. BROADCAST hands each
+        # replica the whole padded batch: its loss reads the mask (warned otherwise).
+        self._exact_loss = self._pad and mode == ModeKeys.EVAL and pipeline != InputPipelineConfig.BROADCAST
         self._queued: list[tuple[Batch, np.ndarray]] = []
         self._raw: Batch | None = None  # an input batch read by _stack_full, not yet a step
 
