@@ -262,9 +262,10 @@ class StepEngine:
 
         if cores_per_replica(self.mesh) == 1 or state_shardings is None:
             return LoopFn(train_loop)
-        # out_shardings is a TrainLoopOut of shardings (None: XLA's choice), not of arrays;
-        # _make takes its items untyped.
-        return LoopFn(train_loop, TrainLoopOut._make((state_shardings, None, None, None, None)))
+        # out_shardings is a TrainLoopOut of shardings (None: XLA's choice for every field
+        # but the state), not of arrays; _make takes its items untyped.
+        rest = (None,) * (len(TrainLoopOut._fields) - 1)
+        return LoopFn(train_loop, TrainLoopOut._make((state_shardings, *rest)))
 
     # -- eval ----------------------------------------------------------------------------
     def eval_loop(self, record: RecordParts) -> LoopFn:
