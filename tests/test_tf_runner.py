@@ -17,8 +17,8 @@ import tensorflow as tf
 
 import jaxspec
 import tf_bridge
-from tf_bridge import hooks as tb_hooks
-from tf_bridge.runner import convert
+from tf_bridge.export import outputs as convert
+from tf_bridge.runtime import hooks as tb_hooks
 from tools import tf215_reference_models as models
 
 M = tf_bridge.ModeKeys
@@ -248,7 +248,7 @@ def test_metric_names_follow_tf_supervised_output() -> None:
     with tf.Graph().as_default():
         pair = tf.compat.v1.metrics.mean(tf.constant([1.0]))
         names = ["acc", "metrics_x", ("a", "b")]
-        tf_out = tf_bridge.spec._tf_export_output.EvalOutput(
+        tf_out = tf_bridge.runtime.spec._tf_export_output.EvalOutput(
             loss=tf.constant(1.0), metrics={n: pair for n in names}
         )
         expected = set(tf_out.metrics)

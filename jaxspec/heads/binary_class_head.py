@@ -14,7 +14,7 @@ import optax
 from jaxspec import metrics as jmetrics
 from jaxspec.export import ClassificationOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.keys import (
     CLASSIFY_SERVING_KEY,

@@ -12,7 +12,7 @@ import numpy as np
 
 from jaxspec.export import PredictOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput, prefixed_class_names
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput, prefixed_class_names
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.metrics import current_padding_mask, drop_padding

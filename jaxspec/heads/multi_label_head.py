@@ -13,7 +13,7 @@ import optax
 
 from jaxspec.export import ClassificationOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
 from jaxspec.heads.keys import (
