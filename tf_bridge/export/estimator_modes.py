@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.export.modes import ModeExport
-from tf_bridge.export.saved_model import MODE_ORDER, export_all_saved_models
+from tf_bridge.export.saved_model import export_all_saved_models, modes_in_order
 
 _log = logging.getLogger("tf_bridge")
 
@@ -43,7 +43,7 @@ def export_modes(input_receiver_fn_map: Mapping[str, Any]) -> tuple[list[str], d
     Raises:
       ValueError: no mode of ``input_receiver_fn_map`` has a receiver fn (as tf.estimator).
     """
-    modes = [m for m in MODE_ORDER if input_receiver_fn_map.get(m)]
+    modes = modes_in_order(input_receiver_fn_map)
     if not modes:
         raise ValueError(f"no valid modes to export; got {sorted(map(str, input_receiver_fn_map))}.")
     return modes, {m: _example_inputs(input_receiver_fn_map[m]) for m in modes}

@@ -41,15 +41,20 @@ _MAX_TIMESTAMP_BUMPS = 100
 
 
 def _copy_assets_extra(
-    export_dir: str, assets_extra: Mapping[str, Any] | None, record: dict[str, Any]
+    export_dir: str, assets_extra: Mapping[str, Any] | None, record: dict[str, Any] | None
 ) -> None:
-    """Copy ``assets_extra`` (dest relative path → source) and write the export record."""
+    """Copy ``assets_extra`` (dest relative path → source) and write the export record
+    (none when ``record`` is None; no ``assets.extra/`` at all without either)."""
+    if not assets_extra and record is None:
+        return
     extra_dir = os.path.join(export_dir, ASSETS_EXTRA)
     tf.io.gfile.makedirs(extra_dir)
     for dest, source in (assets_extra or {}).items():
         target = os.path.join(extra_dir, dest)
         tf.io.gfile.makedirs(os.path.dirname(target))
         tf.io.gfile.copy(os.fsdecode(source), target, overwrite=False)
+    if record is None:
+        return
     with tf.io.gfile.GFile(os.path.join(extra_dir, EXPORT_RECORD), "w") as f:
         f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
@@ -86,6 +91,57 @@ def _move_to_timestamp(base: str, temp_dir: str) -> str:
                 pass
         stamp += 1
     raise RuntimeError(f"no free timestamped export directory under {base!r}.")
+
+
+def modes_in_order(modes: Mapping[str, Any]) -> list[str]:
+    """The ModeKeys values of ``modes`` that have a value, in tf.estimator's order TRAIN,
+    EVAL, PREDICT (the first one's meta graph saves the variables); other keys are left
+    out, as TF does."""
+    return [m for m in MODE_ORDER if modes.get(m) is not None]
+
+
+def write_export_dir(
+    export_dir_base: str | bytes | os.PathLike[str],
+    write: Callable[[str], dict[str, Any] | None],
+    assets_extra: Mapping[str, Any] | None = None,
+    verify: Callable[[str], None] | None = None,
+) -> str:
+    """Write one export directory atomically, for both SavedModel writers (jaxspec models
+    here, TF model_fns in ``tf_bridge.runtime.runner``), as tf.estimator lays it out.
+
+    ``write(temp_dir)`` writes the SavedModel into a fresh ``<base>/temp-…`` and returns
+    the export record (written to ``assets.extra/jaxspec_export.json``) or None; then
+    ``assets_extra`` (relative destination inside ``assets.extra/`` → source file) is
+    copied, ``verify(temp_dir)`` runs if given, and the directory is renamed to
+    ``<base>/<unix seconds>`` (the next free second if taken).
+
+    Returns:
+      The export directory (str).
+
+    Raises:
+      ValueError: ``assets_extra`` is not a dict, names a destination outside
+        ``assets.extra/`` or a source that does not exist (checked before anything is
+        written).
+      Whatever ``write`` or ``verify`` raise. On any error the temporary directory (and
+      the base, when this call made it) is removed: nothing half-written stays.
+    """
+    _check_assets_extra(assets_extra)
+    base = os.fsdecode(export_dir_base)
+    base_is_new = not tf.io.gfile.exists(base)
+    tf.io.gfile.makedirs(base)
+    temp_dir = os.path.join(base, f"temp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
+    try:
+        record = write(temp_dir)
+        _copy_assets_extra(temp_dir, assets_extra, record)
+        if verify is not None:
+            verify(temp_dir)
+        return _move_to_timestamp(base, temp_dir)
+    except BaseException:
+        if tf.io.gfile.exists(temp_dir):
+            tf.io.gfile.rmtree(temp_dir)
+        if base_is_new and not tf.io.gfile.listdir(base):
+            tf.io.gfile.rmtree(base)  # a base made for this export goes with it
+        raise
 
 
 def _write(
@@ -206,36 +262,32 @@ def export_all_saved_models(
     error the temporary directory (and ``export_dir_base`` itself, when this call made
     it) is removed: nothing half-written stays behind.
     """
-    chosen = [m for m in MODE_ORDER if modes.get(m) is not None]
+    chosen = modes_in_order(modes)
     if not chosen:
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
-    _check_assets_extra(assets_extra)
     _compat.check_before_export()
     state, fns = _graph.without_prng_keys(state, {m: modes[m].fn for m in chosen})
     modes = {m: dataclasses.replace(modes[m], fn=fns[m]) for m in chosen}
     leaves, treedef = _graph.state_leaves(state)
     platforms = tuple(platforms) if platforms is not None else _graph.default_platforms()
-    base = os.fsdecode(export_dir_base)
-    base_is_new = not tf.io.gfile.exists(base)
-    tf.io.gfile.makedirs(base)
-    temp_dir = os.path.join(base, f"temp-{int(time.time())}-{uuid.uuid4().hex[:8]}")
-    try:
-        # The TF1 graph APIs a SavedModel of a tf.estimator needs are deprecated in TF 2:
-        # TF's notices about them are about tf_bridge, not the user's code, and stay quiet.
+    graphs: list[_modes.ModeGraph] = []
+
+    # The TF1 graph APIs a SavedModel of a tf.estimator needs are deprecated in TF 2:
+    # TF's notices about them are about tf_bridge, not the user's code, and stay quiet.
+    def write(temp_dir: str) -> dict[str, Any]:
         with _deprecation.silence():
             with _compat.incompatibilities_reported():
-                graphs = [_modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen]
+                graphs.extend(
+                    _modes.build(m, modes[m], leaves, treedef, global_step, platforms) for m in chosen
+                )
             _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
-            _copy_assets_extra(temp_dir, assets_extra, _record(graphs, leaves, global_step))
-            if verify:
-                _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
-        final = _move_to_timestamp(base, temp_dir)
-    except BaseException:
-        if tf.io.gfile.exists(temp_dir):
-            tf.io.gfile.rmtree(temp_dir)
-        if base_is_new and not tf.io.gfile.listdir(base):
-            tf.io.gfile.rmtree(base)  # a base made for this export goes with it
-        raise
+        return _record(graphs, leaves, global_step)
+
+    def check(temp_dir: str) -> None:
+        with _deprecation.silence():
+            _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+
+    final = write_export_dir(export_dir_base, write, assets_extra, check if verify else None)
     logger.info("SavedModel with %s written to %s.", ", ".join(",".join(g.tags) for g in graphs), final)
     return tf.compat.as_bytes(final)
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.export.saved_model import modes_in_order
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner import evaluate as _evaluate
 from tf_bridge.runtime.runner import model_fn_saved_model as _export
@@ -519,9 +520,7 @@ class Estimator:
         strip_default_attrs: bool = True,
     ) -> bytes:
         receiver_fn_map = dict(input_receiver_fn_map)
-        plans = {
-            mode: self._run_plan(mode, export=True) for mode in _export.MODE_ORDER if mode in receiver_fn_map
-        }
+        plans = {mode: self._run_plan(mode, export=True) for mode in modes_in_order(receiver_fn_map)}
         return _export.export_all(
             plans,
             os.fsdecode(export_dir_base),

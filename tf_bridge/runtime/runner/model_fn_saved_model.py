@@ -3,14 +3,14 @@
 A fresh graph per mode: the receiver's tensors, model_fn in that mode, the signature
 defs TensorFlow's own ``model_utils`` builds from the spec's export outputs (the code
 tf.estimator used), the checkpoint restored, and ``tf.compat.v1.saved_model.Builder``.
-The model is written to ``<base>/temp-<timestamp>`` and renamed to ``<base>/<timestamp>``
-when complete; on any error the temporary directory is removed.
+The export directory (mode order, the timestamped directory written atomically,
+``assets_extra`` and its checks) is ``tf_bridge.export.saved_model.write_export_dir``, the
+same as for jaxspec models.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +18,10 @@ import tensorflow as tf
 from tensorflow.python.saved_model import model_utils
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.export.saved_model import modes_in_order, write_export_dir
 from tf_bridge.runtime.runner.plan import RunPlan
 
 _log = logging.getLogger("tf_bridge")
-
-MODE_ORDER = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
@@ -90,13 +89,6 @@ def add_meta_graph_for_mode(
                 builder.add_meta_graph(**kwargs)
 
 
-def _copy_assets_extra(export_dir: str, assets_extra: dict[str, str] | None) -> None:
-    for dest, source in (assets_extra or {}).items():
-        target = os.path.join(export_dir, "assets.extra", os.fsdecode(dest))
-        tf.io.gfile.makedirs(os.path.dirname(target))
-        tf.io.gfile.copy(os.fsdecode(source), target, overwrite=True)
-
-
 def export_all(
     plans: dict[str, RunPlan],
     export_dir_base: str,
@@ -113,28 +105,24 @@ def export_all(
     The variables are saved with the first mode in TRAIN, EVAL, PREDICT order, as TF.
 
     Raises:
-      ValueError: a receiver_fn is None, or no mode of the map is TRAIN/EVAL/PREDICT.
+      ValueError: a receiver_fn is None, no mode of the map is TRAIN/EVAL/PREDICT, or a
+        bad ``assets_extra`` (see ``write_export_dir``).
     """
-    modes = [m for m in MODE_ORDER if receiver_fn_map.get(m)]
     for mode, fn in receiver_fn_map.items():
         if fn is None:
             raise ValueError(f"export: the input receiver function for mode {mode!r} is None.")
+    modes = modes_in_order(receiver_fn_map)
     if not modes:
         raise ValueError(f"export: no exportable mode in {sorted(receiver_fn_map)}; use ModeKeys values.")
-    export_dir = model_utils.get_timestamped_export_dir(export_dir_base)
-    temp_dir = model_utils.get_temp_export_dir(export_dir)
-    try:
+
+    def write(temp_dir: str) -> None:
         builder = tf.compat.v1.saved_model.Builder(temp_dir)
         for i, mode in enumerate(modes):
             add_meta_graph_for_mode(
                 plans[mode], builder, receiver_fn_map[mode], checkpoint_path, i == 0, strip_default_attrs
             )
         builder.save(as_text)
-        _copy_assets_extra(os.fsdecode(temp_dir), assets_extra)
-        tf.io.gfile.rename(temp_dir, export_dir)
-    except BaseException:
-        if tf.io.gfile.exists(temp_dir):
-            tf.io.gfile.rmtree(temp_dir)
-        raise
-    _log.info("SavedModel written to %s.", os.fsdecode(export_dir))
-    return export_dir
+
+    export_dir = write_export_dir(export_dir_base, write, assets_extra)
+    _log.info("SavedModel written to %s.", export_dir)
+    return tf.compat.as_bytes(export_dir)
