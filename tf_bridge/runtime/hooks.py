@@ -6,7 +6,8 @@ them as they are. This module adds the ones that lived in tf.estimator:
 
 - early stopping: ``make_early_stopping_hook``, ``stop_if_higher_hook``,
   ``stop_if_lower_hook``, ``stop_if_no_increase_hook``, ``stop_if_no_decrease_hook``,
-  ``read_eval_metrics`` (``tf.estimator.experimental``);
+  ``read_eval_metrics`` (``tf.estimator.experimental``; the conditions and the
+  ``stop_if_*`` factories are ``jaxspec.rules.early_stopping``'s, shared with jaxspec);
 - ``make_stop_at_checkpoint_step_hook``: every task of a cluster stops at the chief's
   last checkpoint step (``tf.estimator.experimental``);
 - ``InMemoryEvaluatorHook``: evaluation during training from the session's variables
@@ -27,7 +28,7 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
-from jaxspec.hooks.early_stopping import no_improvement, threshold_crossed
+from jaxspec.rules.early_stopping import EarlyStoppingFactories, check_early_stopping_args
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.in_memory import InMemoryEvaluatorHook
 from tf_bridge.runtime.runner.train import load_global_step
@@ -62,8 +63,6 @@ class _StopOnPredicateHook(_SessionRunHook):
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
     ) -> None:
-        if not callable(should_stop_fn):
-            raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")
         self._should_stop_fn = should_stop_fn
         self._timer = tf.compat.v1.train.SecondOrStepTimer(
             every_secs=run_every_secs, every_steps=run_every_steps
@@ -137,8 +136,7 @@ def make_early_stopping_hook(
     """
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
-    if run_every_secs is not None and run_every_steps is not None:
-        raise ValueError("set run_every_secs or run_every_steps, not both.")
+    check_early_stopping_args(should_stop_fn, run_every_secs, run_every_steps)
     if estimator.config.is_chief:
         return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
     return _CheckForStoppingHook()
@@ -163,115 +161,11 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
     return collections.OrderedDict(sorted(by_step.items()))
 
 
-def _threshold_hook(
-    estimator: Any,
-    metric_name: str,
-    threshold: float,
-    higher: bool,
-    eval_dir: str | None,
-    min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
-) -> _SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
-    crossed = threshold_crossed(read_eval_metrics, directory, metric_name, threshold, higher, min_steps)
-    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
-
-
-def _no_improvement_hook(
-    estimator: Any,
-    metric_name: str,
-    max_steps: int,
-    higher: bool,
-    eval_dir: str | None,
-    min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
-) -> _SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
-    stalled = no_improvement(read_eval_metrics, directory, metric_name, max_steps, higher, min_steps)
-    return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
-
-
-def stop_if_higher_hook(
-    estimator: Any,
-    metric_name: str,
-    threshold: float,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> _SessionRunHook:
-    """Stop training once an evaluation at global step >= min_steps reported
-    ``metric_name`` > ``threshold`` (``tf.estimator.experimental.stop_if_higher_hook``).
-    Reads ``eval_dir`` (default ``estimator.eval_dir()``)."""
-    return _threshold_hook(
-        estimator, metric_name, threshold, True, eval_dir, min_steps, run_every_secs, run_every_steps
-    )
-
-
-def stop_if_lower_hook(
-    estimator: Any,
-    metric_name: str,
-    threshold: float,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> _SessionRunHook:
-    """Stop training once an evaluation reported ``metric_name`` < ``threshold``
-    (``tf.estimator.experimental.stop_if_lower_hook``)."""
-    return _threshold_hook(
-        estimator, metric_name, threshold, False, eval_dir, min_steps, run_every_secs, run_every_steps
-    )
-
-
-def stop_if_no_increase_hook(
-    estimator: Any,
-    metric_name: str,
-    max_steps_without_increase: int,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> _SessionRunHook:
-    """Stop training when ``metric_name`` has not increased over
-    ``max_steps_without_increase`` global steps of evaluations
-    (``tf.estimator.experimental.stop_if_no_increase_hook``)."""
-    return _no_improvement_hook(
-        estimator,
-        metric_name,
-        max_steps_without_increase,
-        True,
-        eval_dir,
-        min_steps,
-        run_every_secs,
-        run_every_steps,
-    )
-
-
-def stop_if_no_decrease_hook(
-    estimator: Any,
-    metric_name: str,
-    max_steps_without_decrease: int,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> _SessionRunHook:
-    """Stop training when ``metric_name`` has not decreased over
-    ``max_steps_without_decrease`` global steps of evaluations
-    (``tf.estimator.experimental.stop_if_no_decrease_hook``)."""
-    return _no_improvement_hook(
-        estimator,
-        metric_name,
-        max_steps_without_decrease,
-        False,
-        eval_dir,
-        min_steps,
-        run_every_secs,
-        run_every_steps,
-    )
+_factories = EarlyStoppingFactories(make_early_stopping_hook, read_eval_metrics)
+stop_if_higher_hook = _factories.stop_if_higher_hook
+stop_if_lower_hook = _factories.stop_if_lower_hook
+stop_if_no_increase_hook = _factories.stop_if_no_increase_hook
+stop_if_no_decrease_hook = _factories.stop_if_no_decrease_hook
 
 
 class _StopAtCheckpointStepHook(_SessionRunHook):

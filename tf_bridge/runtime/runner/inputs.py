@@ -14,7 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec._fn_args import check_declared_args, fn_arg_names
+from jaxspec._fn_args import fn_arg_names
+from jaxspec.rules import model_fn as rules_model_fn
 from tf_bridge.export.receivers import split_features_labels
 
 _log = logging.getLogger("tf_bridge")
@@ -23,19 +24,14 @@ MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 
 
 def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str, ...]:
-    """Check model_fn's declared arguments as tf.estimator does (``self`` of a bound method
-    is not counted).
+    """Check model_fn's declared arguments as tf.estimator does, against ``features,
+    labels, mode, params, config`` (``jaxspec.rules.model_fn.verify_model_fn_args``; the
+    warning goes to the ``tf_bridge`` logger).
 
     Raises:
-      ValueError: no ``features`` argument, an argument outside ``features, labels, mode,
-        params, config``, or ``params`` given but not declared.
+      ValueError: see ``jaxspec.rules.model_fn.verify_model_fn_args``.
     """
-    names = check_declared_args(model_fn, MODEL_FN_ARGS, "model_fn", required=("features",))
-    if params is not None and "params" not in names:
-        raise ValueError("params was given to the Estimator but model_fn takes no argument named 'params'.")
-    if params is None and "params" in names:
-        _log.warning("model_fn takes params, but no params were given to the Estimator.")
-    return names
+    return rules_model_fn.verify_model_fn_args(model_fn, params, MODEL_FN_ARGS, _log)
 
 
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):

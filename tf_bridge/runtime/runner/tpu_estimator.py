@@ -16,6 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.numbers import check_positive_int
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.inputs import call_model_fn, fn_arg_names
@@ -31,11 +32,9 @@ RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
 
 
 def check_positive_integer(value: Any, name: str) -> None:
-    """TypeError unless an int (bool excluded); ValueError unless > 0 (TPUEstimator's checks)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r}).")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
+    """TypeError unless an int (bool excluded); ValueError unless > 0 (TPUEstimator's
+    checks; ``jaxspec.rules.numbers.check_positive_int``)."""
+    check_positive_int(value, name, allow_bool=False)
 
 
 def check_no_cross_replica_ops(graph: Any) -> None:
