@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.rules.early_stopping import EarlyStoppingFactories, check_early_stopping_args
+from jaxspec.rules.early_stopping import EarlyStoppingFactories
 from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunHook
 
 _log = logging.getLogger("jaxspec")
@@ -112,39 +112,26 @@ class _StopOnPredicateHook(SessionRunHook):
             run_context.request_stop()
 
 
-def make_early_stopping_hook(
-    estimator: Any,
-    should_stop_fn: Callable[[], bool],
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """A hook that stops training once ``should_stop_fn()`` returns True
-    (``tf.estimator.experimental.make_early_stopping_hook``).
-
-    Args:
-      estimator: the jaxspec Estimator (TPUEstimator, NPUEstimator) being trained.
-      should_stop_fn: ``() -> bool``, called on process 0 only.
-      run_every_secs: seconds between calls (float, default 60); the first loop of a
-        ``train`` call always calls it.
-      run_every_steps: or global steps between calls (int); set only one of the two.
-        Checks happen between loops, so with ``iterations_per_loop`` > 1 a check is due
-        at the first loop boundary past the interval.
-
-    Raises:
-      TypeError: ``estimator`` is not a jaxspec Estimator, or ``should_stop_fn`` is
-        not callable.
-      ValueError: both run_every_secs and run_every_steps are set.
-    """
+def _check_estimator(estimator: Any) -> None:
     # The hooks layer sits below the facades and does not import them: an Estimator
     # exists only once its module is loaded, so the class is looked up there.
     facade = sys.modules.get("jaxspec.estimator")
     if facade is None or not isinstance(estimator, facade.Estimator):
         raise TypeError(f"estimator must be a jaxspec Estimator, got {type(estimator).__name__}.")
-    check_early_stopping_args(should_stop_fn, run_every_secs, run_every_steps)
-    return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
 
 
-_factories = EarlyStoppingFactories(make_early_stopping_hook, read_eval_metrics)
+def _build(
+    estimator: Any, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
+) -> SessionRunHook:
+    return _StopOnPredicateHook(should_stop_fn, every_secs, every_steps)
+
+
+# ``make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
+# run_every_steps=None)``: should_stop_fn is called on process 0 only; the first loop of
+# a ``train`` call always calls it; checks happen between loops, so with
+# ``iterations_per_loop`` > 1 a check is due at the first loop boundary past the interval.
+_factories = EarlyStoppingFactories(_check_estimator, _build, read_eval_metrics)
+make_early_stopping_hook = _factories.make_early_stopping_hook
 stop_if_higher_hook = _factories.stop_if_higher_hook
 stop_if_lower_hook = _factories.stop_if_lower_hook
 stop_if_no_increase_hook = _factories.stop_if_no_increase_hook

@@ -14,7 +14,7 @@ from typing import Any
 
 _log = logging.getLogger("jaxspec")
 
-MakeHook = Callable[[Any, Callable[[], bool], "float | None", "int | None"], Any]
+BuildHook = Callable[[Any, Callable[[], bool], "float | None", "int | None"], Any]
 ReadMetrics = Callable[[str], Any]
 
 
@@ -118,27 +118,53 @@ def no_improvement(
 
 
 class EarlyStoppingFactories:
-    """tf.estimator.experimental's ``stop_if_higher_hook``, ``stop_if_lower_hook``,
-    ``stop_if_no_increase_hook`` and ``stop_if_no_decrease_hook``, over one side's
-    ``make_hook(estimator, should_stop_fn, run_every_secs, run_every_steps)`` and
-    ``read(eval_dir) -> {global_step: {tag: value}}``. Each side binds its own instance's
-    methods to its public names."""
+    """tf.estimator.experimental's ``make_early_stopping_hook`` and its four ``stop_if_*``
+    factories, over one side's parts: ``check_estimator(estimator)`` (TypeError for an
+    Estimator of the other side), ``build(estimator, should_stop_fn, run_every_secs,
+    run_every_steps)`` (the side's hook) and ``read(eval_dir) -> {global_step: {tag:
+    value}}``. Each side binds its own instance's methods to its public names."""
 
-    def __init__(self, make_hook: MakeHook, read: ReadMetrics) -> None:
-        self._make_hook = make_hook
+    def __init__(self, check_estimator: Callable[[Any], None], build: BuildHook, read: ReadMetrics) -> None:
+        self._check_estimator = check_estimator
+        self._build = build
         self._read = read
+
+    def make_early_stopping_hook(
+        self,
+        estimator: Any,
+        should_stop_fn: Callable[[], bool],
+        run_every_secs: float | None = 60,
+        run_every_steps: int | None = None,
+    ) -> Any:
+        """A hook that stops training once ``should_stop_fn()`` returns True
+        (``tf.estimator.experimental.make_early_stopping_hook``).
+
+        Args:
+          estimator: the Estimator being trained (of the side this function belongs to).
+          should_stop_fn: ``() -> bool``.
+          run_every_secs: seconds between calls (float, default 60).
+          run_every_steps: or global steps between calls (int); set only one of the two.
+
+        Raises:
+          TypeError: ``estimator`` is not an Estimator of this side, or
+            ``should_stop_fn`` is not callable.
+          ValueError: both run_every_secs and run_every_steps are set.
+        """
+        self._check_estimator(estimator)
+        check_early_stopping_args(should_stop_fn, run_every_secs, run_every_steps)
+        return self._build(estimator, should_stop_fn, run_every_secs, run_every_steps)
 
     def _threshold(self, estimator: Any, metric_name: str, threshold: float, higher: bool, **kw: Any) -> Any:
         directory = kw["eval_dir"] or estimator.eval_dir()
         crossed = threshold_crossed(self._read, directory, metric_name, threshold, higher, kw["min_steps"])
-        return self._make_hook(estimator, crossed, kw["run_every_secs"], kw["run_every_steps"])
+        return self.make_early_stopping_hook(estimator, crossed, kw["run_every_secs"], kw["run_every_steps"])
 
     def _no_improvement(
         self, estimator: Any, metric_name: str, max_steps: int, higher: bool, **kw: Any
     ) -> Any:
         directory = kw["eval_dir"] or estimator.eval_dir()
         stalled = no_improvement(self._read, directory, metric_name, max_steps, higher, kw["min_steps"])
-        return self._make_hook(estimator, stalled, kw["run_every_secs"], kw["run_every_steps"])
+        return self.make_early_stopping_hook(estimator, stalled, kw["run_every_secs"], kw["run_every_steps"])
 
     def stop_if_higher_hook(
         self,

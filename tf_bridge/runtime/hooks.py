@@ -28,7 +28,7 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
-from jaxspec.rules.early_stopping import EarlyStoppingFactories, check_early_stopping_args
+from jaxspec.rules.early_stopping import EarlyStoppingFactories
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.in_memory import InMemoryEvaluatorHook
 from tf_bridge.runtime.runner.train import load_global_step
@@ -109,36 +109,21 @@ class _CheckForStoppingHook(_SessionRunHook):
             run_context.request_stop()
 
 
-def make_early_stopping_hook(
-    estimator: Any,
-    should_stop_fn: Callable[[], bool],
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> _SessionRunHook:
-    """A hook that stops training when ``should_stop_fn()`` returns True
-    (``tf.estimator.experimental.make_early_stopping_hook``).
-
-    On the chief (and without a cluster) it calls ``should_stop_fn`` every
-    ``run_every_secs`` / ``run_every_steps``; when it returns True it sets the global
-    variable ``signal_early_stopping/STOP`` and stops. On the other tasks of a cluster
-    the hook stops as soon as that variable is set. As in tf.estimator, the variable is
-    part of the graph and of its checkpoints.
-
-    Args:
-      estimator: a tf_bridge Estimator (its ``config.is_chief`` picks the hook).
-      should_stop_fn: ``() -> bool``.
-      run_every_secs / run_every_steps: how often to call it; at most one may be set.
-
-    Raises:
-      TypeError: ``estimator`` is not a tf_bridge Estimator, or should_stop_fn is not
-        callable.
-      ValueError: both run_every_secs and run_every_steps are set.
-    """
+def _check_estimator(estimator: Any) -> None:
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
-    check_early_stopping_args(should_stop_fn, run_every_secs, run_every_steps)
+
+
+def _build(
+    estimator: Any, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
+) -> _SessionRunHook:
+    """On the chief (and without a cluster) a hook that calls ``should_stop_fn`` every
+    ``every_secs`` / ``every_steps``; when it returns True it sets the global variable
+    ``signal_early_stopping/STOP`` and stops. On the other tasks of a cluster a hook that
+    stops as soon as that variable is set. As in tf.estimator, the variable is part of the
+    graph and of its checkpoints."""
     if estimator.config.is_chief:
-        return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
+        return _StopOnPredicateHook(should_stop_fn, every_secs, every_steps)
     return _CheckForStoppingHook()
 
 
@@ -161,7 +146,8 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
     return collections.OrderedDict(sorted(by_step.items()))
 
 
-_factories = EarlyStoppingFactories(make_early_stopping_hook, read_eval_metrics)
+_factories = EarlyStoppingFactories(_check_estimator, _build, read_eval_metrics)
+make_early_stopping_hook = _factories.make_early_stopping_hook  # the hook: see ``_build``
 stop_if_higher_hook = _factories.stop_if_higher_hook
 stop_if_lower_hook = _factories.stop_if_lower_hook
 stop_if_no_increase_hook = _factories.stop_if_no_increase_hook
