@@ -6,11 +6,11 @@ export outputs, returning jaxspec specs. See ``docs/heads.md``.
 
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import BinaryClassHead
-from jaxspec.heads.keys import MetricKeys, PredictionKeys, Reduction
 from jaxspec.heads.multi_class_head import MultiClassHead
 from jaxspec.heads.multi_head import MultiHead
 from jaxspec.heads.multi_label_head import MultiLabelHead
 from jaxspec.heads.regression_head import LogisticRegressionHead, PoissonRegressionHead, RegressionHead
+from jaxspec.rules.head_keys import MetricKeys, PredictionKeys, Reduction
 
 __all__ = [
     "BinaryClassHead",

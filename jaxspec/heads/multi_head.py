@@ -14,9 +14,10 @@ from jaxspec.export import PredictOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput, prefixed_class_names
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.metrics import current_padding_mask, drop_padding
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.head_args import check_multi_head_args, common_loss_reduction
+from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.spec import TPUEstimatorSpec
 
 
@@ -41,18 +42,8 @@ class MultiHead(Head):
     """
 
     def __init__(self, heads: Sequence[Head], head_weights: Sequence[float] | None = None) -> None:
-        if not heads:
-            raise ValueError(f"heads must name at least one head, got {heads!r}.")
-        if head_weights and len(head_weights) != len(heads):
-            raise ValueError(
-                f"heads and head_weights must have the same length, got {len(heads)} heads "
-                f"and {len(head_weights)} head_weights."
-            )
-        for head in heads:
-            if head.name is None:
-                raise ValueError(f"every head of a MultiHead needs a name; {head!r} has none.")
+        self._head_weights = check_multi_head_args(heads, head_weights)
         self._heads = tuple(heads)
-        self._head_weights = tuple(head_weights) if head_weights else ()
 
     @property
     def name(self) -> str:
@@ -65,10 +56,7 @@ class MultiHead(Head):
     @property
     def loss_reduction(self) -> str:
         """The heads' common loss reduction (ValueError if they differ)."""
-        reductions = [h.loss_reduction for h in self._heads]
-        if len(set(reductions)) > 1:
-            raise ValueError(f"the heads of a MultiHead must share one loss_reduction, got {reductions}.")
-        return reductions[0]
+        return common_loss_reduction(self._heads)
 
     def _split_logits(self, logits: Any) -> dict[str, jax.Array]:
         dims = [h.logits_dimension for h in self._heads]

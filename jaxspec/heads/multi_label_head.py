@@ -16,7 +16,8 @@ from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys, class_ids_for_metrics
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
@@ -28,21 +29,7 @@ from jaxspec.heads.keys import (
 _PRED_KEYS = (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASSES)
 
 
-def _class_ids_for_metrics(classes: Any, label_vocabulary: Any, n_classes: int) -> tuple[int, ...]:
-    if not classes:
-        return ()
-    classes = tuple(classes)
-    if isinstance(classes[0], str):
-        if not label_vocabulary:
-            raise ValueError("classes_for_class_based_metrics given as strings need a label_vocabulary.")
-        return tuple(list(label_vocabulary).index(c) for c in classes)
-    for c in classes:
-        if c < 0 or c >= n_classes:
-            raise ValueError(f"classes_for_class_based_metrics must be in [0, {n_classes - 1}], got {c}.")
-    return classes
-
-
-class MultiLabelHead(Head):
+class MultiLabelHead(HeadArgs, Head):
     """Multi-label classification, as ``tf.estimator.MultiLabelHead`` in TF 2.15.
 
     The loss of an example is the mean over classes of the sigmoid cross entropy. Eval
@@ -84,44 +71,18 @@ class MultiLabelHead(Head):
         classes_for_class_based_metrics: Sequence[Any] | None = None,
         name: str | None = None,
     ) -> None:
-        if n_classes is None or n_classes < 2:
-            raise ValueError(f"n_classes must be > 1 for multi-label classification, got {n_classes}.")
-        thresholds = tuple(thresholds) if thresholds else ()
-        for t in thresholds:
-            if t <= 0.0 or t >= 1.0:
-                raise ValueError(f"thresholds must be in (0, 1), got {t}.")
-        if label_vocabulary is not None:
-            if not isinstance(label_vocabulary, (list, tuple)):
-                raise ValueError(
-                    f"label_vocabulary must be a list or tuple, got {type(label_vocabulary).__name__}."
-                )
-            if len(label_vocabulary) != n_classes:
-                raise ValueError(
-                    f"label_vocabulary must have n_classes={n_classes} items, got {len(label_vocabulary)}."
-                )
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        _checks.validate_loss_reduction(loss_reduction)
-        self._classes = _class_ids_for_metrics(classes_for_class_based_metrics, label_vocabulary, n_classes)
-        self._n_classes = n_classes
-        self._weight_column = weight_column
-        self._thresholds = thresholds
-        self._label_vocabulary = label_vocabulary
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._n_classes
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
+        self._n_classes = check_n_classes(n_classes, 2, "MultiLabelHead")
+        self._set_head_args(
+            n_classes,
+            weight_column,
+            loss_reduction,
+            loss_fn,
+            name,
+            label_vocabulary=label_vocabulary,
+            n_classes=n_classes,
+            thresholds=thresholds,
+        )
+        self._classes = class_ids_for_metrics(classes_for_class_based_metrics, n_classes, label_vocabulary)
 
     def class_names(self) -> np.ndarray:
         """The class strings: ``class_names()[i]`` is TF's string for class ``i``."""
@@ -191,7 +152,7 @@ class MultiLabelHead(Head):
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
         """The predictions named by ``keys`` (all by default)."""
         if keys:
-            _checks.check_prediction_keys(keys, _PRED_KEYS)
+            check_prediction_keys(keys, _PRED_KEYS)
         keys = keys or _PRED_KEYS
         logits = _checks.check_logits(logits, self._n_classes)
         values = {

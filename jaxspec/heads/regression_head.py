@@ -13,7 +13,8 @@ import optax
 from jaxspec.export import PredictOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_label_dimension
+from jaxspec.rules.head_keys import (
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
@@ -23,7 +24,7 @@ from jaxspec.heads.keys import (
 )
 
 
-class RegressionHead(Head):
+class RegressionHead(HeadArgs, Head):
     """Regression with squared error, as ``tf.estimator.RegressionHead`` in TF 2.15.
 
     Eval metrics: ``average_loss``, ``prediction/mean``, ``label/mean`` (and
@@ -54,29 +55,10 @@ class RegressionHead(Head):
         inverse_link_fn: Callable[[jax.Array], jax.Array] | None = None,
         name: str | None = None,
     ) -> None:
-        if label_dimension < 1:
-            raise ValueError(f"label_dimension must be >= 1, got {label_dimension}.")
-        _checks.validate_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        self._logits_dimension = label_dimension
-        self._weight_column = weight_column
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
+        self._set_head_args(
+            check_label_dimension(label_dimension), weight_column, loss_reduction, loss_fn, name
+        )
         self._inverse_link_fn = inverse_link_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._logits_dimension
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def _unweighted_loss_and_weights(
         self, logits: jax.Array, labels: jax.Array, features: Any

@@ -58,7 +58,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.tpu.tpu_config": ("tf_bridge.runtime.run_config",),
     # the heads (TF 2.15's head package; TF's v1 heads, canned/head.py, are not mapped)
     f"{_TFE}.head": ("tf_bridge.runtime.heads",),
-    f"{_TFE}.head.base_head": ("tf_bridge.runtime.heads.base", "tf_bridge.runtime.heads.keys"),
+    f"{_TFE}.head.base_head": ("tf_bridge.runtime.heads.base", "jaxspec.rules.head_keys"),
     f"{_TFE}.head.binary_class_head": ("tf_bridge.runtime.heads.binary_class",),
     f"{_TFE}.head.multi_class_head": ("tf_bridge.runtime.heads.multi_class",),
     f"{_TFE}.head.multi_head": ("tf_bridge.runtime.heads.multi_head",),
@@ -71,8 +71,8 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.canned.dnn_linear_combined": ("tf_bridge.runtime.canned.dnn_linear_combined",),
     f"{_TFE}.canned.optimizers": ("tf_bridge.runtime.canned.optimizers",),
     f"{_TFE}.canned.parsing_utils": ("tf_bridge.runtime.canned.parsing_utils",),
-    f"{_TFE}.canned.metric_keys": ("tf_bridge.runtime.heads.keys",),
-    f"{_TFE}.canned.prediction_keys": ("tf_bridge.runtime.heads.keys",),
+    f"{_TFE}.canned.metric_keys": ("jaxspec.rules.head_keys",),
+    f"{_TFE}.canned.prediction_keys": ("jaxspec.rules.head_keys",),
 }
 
 _NPU = "npu_bridge.estimator.npu"

@@ -15,9 +15,9 @@ and signature defs, and its exception types for bad input.
 (Keras 2) metrics, as TF 2.15's heads used. The same names are in ``tf_bridge.estimator``.
 """
 
+from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
 from tf_bridge.runtime.heads.base import Head
 from tf_bridge.runtime.heads.binary_class import BinaryClassHead
-from tf_bridge.runtime.heads.keys import MetricKeys, PredictionKeys
 from tf_bridge.runtime.heads.multi_class import MultiClassHead
 from tf_bridge.runtime.heads.multi_head import MultiHead
 from tf_bridge.runtime.heads.multi_label import MultiLabelHead

@@ -15,14 +15,14 @@ heads used), so ``tf_keras`` must be installed for ``metrics`` and EVAL; ``loss`
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.rules.head_args import HeadInterface
+from jaxspec.rules.head_keys import MetricKeys
 from tf_bridge.runtime.heads._checks import REDUCTION_SUM_OVER_BATCH_SIZE
-from tf_bridge.runtime.heads.keys import MetricKeys
 from tf_bridge.runtime.spec import ClassificationOutput, ModeKeys, TPUEstimatorSpec
 
 
@@ -38,63 +38,17 @@ def keras_metrics() -> Any:
     return tf_keras.metrics
 
 
-class Head(abc.ABC):
+class Head(HeadInterface):
     """Interface for a head (``tf.estimator.Head``): subclass it for your own head.
 
     Subclasses implement the properties ``name``, ``logits_dimension``, ``loss_reduction``
-    and the methods ``loss``, ``predictions``, ``metrics``, ``update_metrics``, and either
-    ``_create_tpu_estimator_spec`` (then ``create_estimator_spec`` returns its
-    ``as_estimator_spec()``) or ``create_estimator_spec`` itself.
+    and the methods ``loss``, ``predictions``, ``metrics``, ``update_metrics``
+    (``jaxspec.rules.head_args.HeadInterface``, the interface jaxspec's heads share), and
+    either ``_create_tpu_estimator_spec`` (then ``create_estimator_spec`` returns its
+    ``as_estimator_spec()``) or ``create_estimator_spec`` itself. Here ``loss`` returns a
+    scalar tensor, ``predictions`` tensors, and ``metrics`` fresh (not updated) tf_keras
+    metric objects.
     """
-
-    @property
-    @abc.abstractmethod
-    def name(self) -> str | None:
-        """The head's name, suffixed to its metric keys (``'accuracy/<name>'``); or None."""
-
-    @property
-    @abc.abstractmethod
-    def logits_dimension(self) -> int:
-        """The size of the logits' last dimension."""
-
-    @property
-    @abc.abstractmethod
-    def loss_reduction(self) -> str:
-        """How the per-example losses become the training loss (a tf_keras Reduction value)."""
-
-    @abc.abstractmethod
-    def loss(
-        self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss (regularization included)."""
-
-    @abc.abstractmethod
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[Any, tf.Tensor]:
-        """The predictions dict for ``logits``."""
-
-    @abc.abstractmethod
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
-        """A dict of metric key to fresh (not updated) Keras metric objects."""
-
-    @abc.abstractmethod
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """``eval_metrics`` updated with one batch; returns it."""
-
-    def _summary_key(self, key: str) -> str:
-        return f"{key}/{self.name}" if self.name else key
 
     def create_estimator_spec(
         self,
@@ -324,18 +278,6 @@ def class_name_lookup(label_vocabulary: Sequence[str], class_ids: tf.Tensor) -> 
         name="class_string_lookup",
     )
     return table.lookup(tf.cast(class_ids, tf.int64))
-
-
-def check_prediction_keys(keys: Sequence[str], valid: Sequence[str]) -> None:
-    """Check the ``keys`` a caller of ``Head.predictions`` asked for.
-
-    Raises:
-      ValueError: a key is not among ``valid`` (the head's prediction keys); the message
-        names the key and the valid ones, as tf.estimator's heads raise ValueError.
-    """
-    for key in keys:
-        if key not in valid:
-            raise ValueError(f"unknown prediction key {key!r}; this head gives {list(valid)}.")
 
 
 def string_labels(labels: tf.Tensor, label_vocabulary: Sequence[str]) -> tf.Tensor:

@@ -8,8 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_prediction_keys
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
@@ -17,13 +17,14 @@ from tf_bridge.runtime.heads.keys import (
     MetricKeys,
     PredictionKeys,
 )
+from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.LOGISTIC, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class BinaryClassHead(base.Head):
+class BinaryClassHead(HeadArgs, base.Head):
     """Binary classification with sigmoid cross entropy (``tf.estimator.BinaryClassHead``).
 
     Args:
@@ -54,27 +55,15 @@ class BinaryClassHead(base.Head):
         loss_fn: Callable[..., Any] | None = None,
         name: str | None = None,
     ) -> None:
-        _checks.check_vocabulary(label_vocabulary)
-        self._thresholds = _checks.check_thresholds(thresholds)
-        self._loss_reduction = _checks.check_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.check_loss_fn(loss_fn)
-        self._weight_column = weight_column
-        self._label_vocabulary = label_vocabulary
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return 1
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
+        self._set_head_args(
+            1,
+            weight_column,
+            loss_reduction,
+            loss_fn,
+            name,
+            label_vocabulary=label_vocabulary,
+            thresholds=thresholds,
+        )
 
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """float32 0/1 labels ``[D0, ..., DN, 1]``."""
@@ -130,7 +119,7 @@ class BinaryClassHead(base.Head):
         int64 [.., 1], ``classes`` string [.., 1], ``all_class_ids`` int32 [batch, 2],
         ``all_classes`` string [batch, 2]; only ``keys`` when given (ValueError for another key)."""
         if keys:
-            base.check_prediction_keys(keys, _VALID_KEYS)
+            check_prediction_keys(keys, _VALID_KEYS)
         else:
             keys = _VALID_KEYS
         logits = _checks.check_logits(logits, 1)

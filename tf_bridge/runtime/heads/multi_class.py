@@ -8,21 +8,22 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
+from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class MultiClassHead(base.Head):
+class MultiClassHead(HeadArgs, base.Head):
     """Single-label classification over ``n_classes`` > 2 classes with softmax cross
     entropy (``tf.estimator.MultiClassHead``).
 
@@ -51,36 +52,16 @@ class MultiClassHead(base.Head):
         loss_fn: Callable[..., Any] | None = None,
         name: str | None = None,
     ) -> None:
-        if n_classes is None or not isinstance(n_classes, int) or n_classes <= 2:
-            raise ValueError(
-                f"n_classes must be an int > 2 (BinaryClassHead for 2 classes); got {n_classes!r}."
-            )
-        _checks.check_vocabulary(label_vocabulary)
-        if label_vocabulary is not None and len(label_vocabulary) != n_classes:
-            raise ValueError(
-                f"label_vocabulary must have n_classes={n_classes} names; got {len(label_vocabulary)}: "
-                f"{list(label_vocabulary)}."
-            )
-        self._loss_reduction = _checks.check_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.check_loss_fn(loss_fn)
-        self._n_classes = n_classes
-        self._weight_column = weight_column
-        self._label_vocabulary = label_vocabulary
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._n_classes
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
+        self._n_classes = check_n_classes(n_classes, 3, "MultiClassHead")
+        self._set_head_args(
+            n_classes,
+            weight_column,
+            loss_reduction,
+            loss_fn,
+            name,
+            label_vocabulary=label_vocabulary,
+            n_classes=n_classes,
+        )
 
     def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
@@ -148,7 +129,7 @@ class MultiClassHead(base.Head):
         ``classes`` string [.., 1], ``all_class_ids`` int32 and ``all_classes`` string
         [batch, n_classes]; only ``keys`` when given (ValueError for another key)."""
         if keys:
-            base.check_prediction_keys(keys, _VALID_KEYS)
+            check_prediction_keys(keys, _VALID_KEYS)
         else:
             keys = _VALID_KEYS
         logits = _checks.check_logits(logits, self._n_classes)

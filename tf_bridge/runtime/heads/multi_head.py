@@ -8,8 +8,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.rules.head_args import check_multi_head_args, common_loss_reduction
+from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys
 from tf_bridge.runtime.heads import base
-from tf_bridge.runtime.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys
 from tf_bridge.runtime.spec import EstimatorSpec, ModeKeys, PredictOutput
 
 
@@ -37,17 +38,8 @@ class MultiHead(base.Head):
     """
 
     def __init__(self, heads: Sequence[base.Head], head_weights: Sequence[float] | None = None) -> None:
-        if not heads:
-            raise ValueError(f"heads must be a non-empty list of heads; got {heads!r}.")
-        if head_weights and len(head_weights) != len(heads):
-            raise ValueError(
-                f"head_weights must have one weight per head: {len(heads)} heads, {len(head_weights)} weights."
-            )
-        unnamed = [i for i, h in enumerate(heads) if h.name is None]
-        if unnamed:
-            raise ValueError(f"every head of a MultiHead needs a name; heads {unnamed} have none.")
+        self._head_weights = check_multi_head_args(heads, head_weights)
         self._heads = tuple(heads)
-        self._head_weights = tuple(head_weights) if head_weights else ()
         self._logits_dimension = sum(h.logits_dimension for h in self._heads)
 
     @property
@@ -62,10 +54,7 @@ class MultiHead(base.Head):
     @property
     def loss_reduction(self) -> str:
         """The heads' common loss_reduction (ValueError if they differ)."""
-        reductions = [h.loss_reduction for h in self._heads]
-        if len(set(reductions)) > 1:
-            raise ValueError(f"the heads of a MultiHead must share one loss_reduction; got {reductions}.")
-        return reductions[0]
+        return common_loss_reduction(self._heads)
 
     def _split_logits(self, logits: Any) -> dict[str, tf.Tensor]:
         with tf.name_scope("split_logits"):

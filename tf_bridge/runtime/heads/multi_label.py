@@ -8,44 +8,22 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys, class_ids_for_metrics
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
+from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASSES)
 
 
-def _class_ids_for_metrics(classes: Any, n_classes: int, label_vocabulary: Any) -> tuple[int, ...]:
-    if not classes:
-        return ()
-    classes = tuple(classes)
-    if isinstance(classes[0], str):
-        if not label_vocabulary:
-            raise ValueError(
-                "classes_for_class_based_metrics names classes by string: give label_vocabulary too."
-            )
-        missing = [c for c in classes if c not in label_vocabulary]
-        if missing:
-            raise ValueError(
-                f"classes_for_class_based_metrics: {missing} not in label_vocabulary {list(label_vocabulary)}."
-            )
-        return tuple(list(label_vocabulary).index(c) for c in classes)
-    bad = [c for c in classes if not 0 <= c < n_classes]
-    if bad:
-        raise ValueError(
-            f"classes_for_class_based_metrics must be class ids in [0, {n_classes - 1}]; got {bad}."
-        )
-    return classes
-
-
-class MultiLabelHead(base.Head):
+class MultiLabelHead(HeadArgs, base.Head):
     """Multi-label classification (``tf.estimator.MultiLabelHead``).
 
     Args:
@@ -83,36 +61,18 @@ class MultiLabelHead(base.Head):
         classes_for_class_based_metrics: Sequence[Any] | None = None,
         name: str | None = None,
     ) -> None:
-        if n_classes is None or n_classes < 2:
-            raise ValueError(f"n_classes must be > 1 for a MultiLabelHead; got {n_classes!r}.")
-        self._thresholds = _checks.check_thresholds(thresholds)
-        if label_vocabulary is not None:
-            _checks.check_vocabulary(label_vocabulary)
-            if len(label_vocabulary) != n_classes:
-                raise ValueError(
-                    f"label_vocabulary must have n_classes={n_classes} names; got {len(label_vocabulary)}."
-                )
-        if loss_fn:
-            _checks.check_loss_fn(loss_fn)
-        self._loss_reduction = _checks.check_loss_reduction(loss_reduction)
-        self._classes = _class_ids_for_metrics(classes_for_class_based_metrics, n_classes, label_vocabulary)
-        self._n_classes = n_classes
-        self._weight_column = weight_column
-        self._label_vocabulary = label_vocabulary
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._n_classes
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
+        self._n_classes = check_n_classes(n_classes, 2, "MultiLabelHead")
+        self._set_head_args(
+            n_classes,
+            weight_column,
+            loss_reduction,
+            loss_fn,
+            name,
+            label_vocabulary=label_vocabulary,
+            n_classes=n_classes,
+            thresholds=thresholds,
+        )
+        self._classes = class_ids_for_metrics(classes_for_class_based_metrics, n_classes, label_vocabulary)
 
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """int64 indicator labels ``[D0, ..., DN, n_classes]``."""
@@ -185,7 +145,7 @@ class MultiLabelHead(base.Head):
         """``logits``, ``probabilities`` (sigmoid) [.., n_classes] and ``classes`` string
         [batch, n_classes] (every class name); only ``keys`` when given."""
         if keys:
-            base.check_prediction_keys(keys, _VALID_KEYS)
+            check_prediction_keys(keys, _VALID_KEYS)
         else:
             keys = _VALID_KEYS
         logits = _checks.check_logits(logits, self._n_classes)

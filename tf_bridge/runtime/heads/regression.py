@@ -8,20 +8,21 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.heads.keys import (
+from jaxspec.rules.head_args import HeadArgs, check_label_dimension
+from jaxspec.rules.head_keys import (
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
+from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
 
 P = PredictionKeys
 
 
-class RegressionHead(base.Head):
+class RegressionHead(HeadArgs, base.Head):
     """Regression of ``label_dimension`` values per example with squared error
     (``tf.estimator.RegressionHead``).
 
@@ -49,28 +50,10 @@ class RegressionHead(base.Head):
         inverse_link_fn: Callable[[tf.Tensor], tf.Tensor] | None = None,
         name: str | None = None,
     ) -> None:
-        if label_dimension < 1:
-            raise ValueError(f"label_dimension must be >= 1; got {label_dimension}.")
-        self._loss_reduction = _checks.check_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.check_loss_fn(loss_fn)
-        self._logits_dimension = label_dimension
-        self._weight_column = weight_column
-        self._loss_fn = loss_fn
+        self._set_head_args(
+            check_label_dimension(label_dimension), weight_column, loss_reduction, loss_fn, name
+        )
         self._inverse_link_fn = inverse_link_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._logits_dimension
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         labels = _checks.check_labels(labels, logits, self._logits_dimension)
