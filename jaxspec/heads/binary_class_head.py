@@ -3,7 +3,7 @@ logit per example."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -16,7 +16,8 @@ from jaxspec.export import ClassificationOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
-from jaxspec.rules.head_args import HeadArgs, check_prediction_keys
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import BinaryClassHeadArgs
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
@@ -24,7 +25,6 @@ from jaxspec.rules.head_keys import (
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (
@@ -50,7 +50,7 @@ def all_class_ids(logits: jax.Array, n_classes: int) -> jax.Array:
     return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), (logits.shape[0], n_classes))
 
 
-class BinaryClassHead(HeadArgs, Head):
+class BinaryClassHead(BinaryClassHeadArgs, Head):
     """Binary classification: one logit per example, sigmoid cross entropy, as
     ``tf.estimator.BinaryClassHead`` in TF 2.15.
 
@@ -79,25 +79,6 @@ class BinaryClassHead(HeadArgs, Head):
       ValueError: label_vocabulary not a list/tuple, a threshold outside (0, 1), an
         invalid loss_reduction, loss_fn without labels/logits or with other arguments.
     """
-
-    def __init__(
-        self,
-        weight_column: str | None = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._set_head_args(
-            1,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            thresholds=thresholds,
-        )
 
     def class_names(self) -> np.ndarray:
         """The class strings (the vocabulary, or ``'0'``, ``'1'``): ``classes[i]`` is

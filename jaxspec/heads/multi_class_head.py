@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -17,14 +17,14 @@ from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
-from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiClassHeadArgs
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (
@@ -37,7 +37,7 @@ _PRED_KEYS = (
 )
 
 
-class MultiClassHead(HeadArgs, Head):
+class MultiClassHead(MultiClassHeadArgs, Head):
     """Multi-class classification, as ``tf.estimator.MultiClassHead`` in TF 2.15.
 
     Eval metrics: ``average_loss``, ``accuracy`` (and ``regularization_loss``), suffixed
@@ -60,26 +60,6 @@ class MultiClassHead(HeadArgs, Head):
       ValueError: n_classes None or <= 2, a vocabulary that is not a list/tuple of
         n_classes items, an invalid loss_reduction or loss_fn.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: str | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._n_classes = check_n_classes(n_classes, 3, "MultiClassHead")
-        self._set_head_args(
-            n_classes,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            n_classes=n_classes,
-        )
 
     def class_names(self) -> np.ndarray:
         """The class strings: ``class_names()[i]`` is TF's string for class id ``i``."""

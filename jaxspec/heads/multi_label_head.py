@@ -3,7 +3,7 @@ per class, labels as a multi-hot indicator."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -16,20 +16,20 @@ from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
-from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys, class_ids_for_metrics
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiLabelHeadArgs
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASSES)
 
 
-class MultiLabelHead(HeadArgs, Head):
+class MultiLabelHead(MultiLabelHeadArgs, Head):
     """Multi-label classification, as ``tf.estimator.MultiLabelHead`` in TF 2.15.
 
     The loss of an example is the mean over classes of the sigmoid cross entropy. Eval
@@ -59,30 +59,6 @@ class MultiLabelHead(HeadArgs, Head):
       ValueError: n_classes < 2, a threshold outside (0, 1), a bad vocabulary, an invalid
         loss_reduction or loss_fn, class ids out of range or strings without vocabulary.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: str | None = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        classes_for_class_based_metrics: Sequence[Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._n_classes = check_n_classes(n_classes, 2, "MultiLabelHead")
-        self._set_head_args(
-            n_classes,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            n_classes=n_classes,
-            thresholds=thresholds,
-        )
-        self._classes = class_ids_for_metrics(classes_for_class_based_metrics, n_classes, label_vocabulary)
 
     def class_names(self) -> np.ndarray:
         """The class strings: ``class_names()[i]`` is TF's string for class ``i``."""

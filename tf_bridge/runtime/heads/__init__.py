@@ -15,23 +15,16 @@ and signature defs, and its exception types for bad input.
 (Keras 2) metrics, as TF 2.15's heads used. The same names are in ``tf_bridge.estimator``.
 """
 
-from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
-from tf_bridge.runtime.heads.base import Head
-from tf_bridge.runtime.heads.binary_class import BinaryClassHead
-from tf_bridge.runtime.heads.multi_class import MultiClassHead
-from tf_bridge.runtime.heads.multi_head import MultiHead
-from tf_bridge.runtime.heads.multi_label import MultiLabelHead
-from tf_bridge.runtime.heads.regression import LogisticRegressionHead, PoissonRegressionHead, RegressionHead
+from jaxspec.rules.head_args import HEAD_NAMES
+from jaxspec.rules.head_keys import MetricKeys as MetricKeys
+from jaxspec.rules.head_keys import PredictionKeys as PredictionKeys
+from tf_bridge.runtime.heads.base import Head as Head
+from tf_bridge.runtime.heads.binary_class import BinaryClassHead as BinaryClassHead
+from tf_bridge.runtime.heads.multi_class import MultiClassHead as MultiClassHead
+from tf_bridge.runtime.heads.multi_head import MultiHead as MultiHead
+from tf_bridge.runtime.heads.multi_label import MultiLabelHead as MultiLabelHead
+from tf_bridge.runtime.heads.regression import LogisticRegressionHead as LogisticRegressionHead
+from tf_bridge.runtime.heads.regression import PoissonRegressionHead as PoissonRegressionHead
+from tf_bridge.runtime.heads.regression import RegressionHead as RegressionHead
 
-__all__ = [
-    "BinaryClassHead",
-    "Head",
-    "LogisticRegressionHead",
-    "MetricKeys",
-    "MultiClassHead",
-    "MultiHead",
-    "MultiLabelHead",
-    "PoissonRegressionHead",
-    "PredictionKeys",
-    "RegressionHead",
-]
+__all__ = [*HEAD_NAMES, "MetricKeys", "PredictionKeys"]

@@ -54,8 +54,8 @@ class Head(HeadInterface):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,
@@ -84,15 +84,17 @@ class Head(HeadInterface):
         """
         try:
             spec = self._create_tpu_estimator_spec(
-                features=features,
-                mode=mode,
-                logits=logits,
-                labels=labels,
-                optimizer=optimizer,
-                trainable_variables=trainable_variables,
-                train_op_fn=train_op_fn,
-                update_ops=update_ops,
-                regularization_losses=regularization_losses,
+                **{
+                    "features": features,
+                    "mode": mode,
+                    "logits": logits,
+                    "labels": labels,
+                    "optimizer": optimizer,
+                    "trainable_variables": trainable_variables,
+                    "train_op_fn": train_op_fn,
+                    "update_ops": update_ops,
+                    "regularization_losses": regularization_losses,
+                }
             )
         except NotImplementedError:
             raise NotImplementedError(
@@ -105,8 +107,8 @@ class Head(HeadInterface):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,
@@ -293,14 +295,14 @@ def train_or_eval_spec(
     head: Head,
     features: Any,
     mode: str,
-    logits: Any,
-    labels: Any,
+    logits: tf.types.experimental.TensorLike,
+    labels: tf.types.experimental.TensorLike,
     predictions: dict[Any, tf.Tensor],
     optimizer: Any,
-    trainable_variables: Any,
-    train_op_fn: Any,
-    update_ops: Any,
-    regularization_losses: Any,
+    trainable_variables: Sequence[tf.Variable] | None,
+    train_op_fn: Callable[[tf.Tensor], Any] | None,
+    update_ops: Sequence[Any] | None,
+    regularization_losses: Sequence[tf.Tensor] | None,
 ) -> TPUEstimatorSpec:
     """EVAL: loss and ``eval_metrics = (head.update_metrics, tensors)`` on fresh
     ``head.metrics()``; TRAIN: loss, train op and the loss summaries. Shared by the heads."""

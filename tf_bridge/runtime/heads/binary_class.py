@@ -8,15 +8,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.rules.head_args import HeadArgs, check_prediction_keys
-from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
-    REGRESS_SERVING_KEY,
-    MetricKeys,
-    PredictionKeys,
-)
+from jaxspec.rules import head_keys
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import BinaryClassHeadArgs
+from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
 from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
 
@@ -24,7 +19,7 @@ P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.LOGISTIC, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class BinaryClassHead(HeadArgs, base.Head):
+class BinaryClassHead(BinaryClassHeadArgs, base.Head):
     """Binary classification with sigmoid cross entropy (``tf.estimator.BinaryClassHead``).
 
     Args:
@@ -46,25 +41,6 @@ class BinaryClassHead(HeadArgs, base.Head):
         arguments.
     """
 
-    def __init__(
-        self,
-        weight_column: Any = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._set_head_args(
-            1,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            thresholds=thresholds,
-        )
-
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """float32 0/1 labels ``[D0, ..., DN, 1]``."""
         labels = _checks.check_labels(labels, logits, 1)
@@ -75,7 +51,7 @@ class BinaryClassHead(HeadArgs, base.Head):
 
     def _unweighted_loss_and_weights(
         self, logits: tf.Tensor, labels: tf.Tensor, features: Any
-    ) -> tuple[Any, Any]:
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
         else:
@@ -84,8 +60,8 @@ class BinaryClassHead(HeadArgs, base.Head):
 
     def loss(
         self,
-        labels: Any,
-        logits: Any,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
         features: Any = None,
         mode: Any = None,
         regularization_losses: Sequence[Any] | None = None,
@@ -186,8 +162,8 @@ class BinaryClassHead(HeadArgs, base.Head):
         self,
         eval_metrics: dict[str, Any],
         features: Any,
-        logits: Any,
-        labels: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
@@ -224,8 +200,8 @@ class BinaryClassHead(HeadArgs, base.Head):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,
@@ -243,10 +219,10 @@ class BinaryClassHead(HeadArgs, base.Head):
                     mode=ModeKeys.PREDICT,
                     predictions=predictions,
                     export_outputs={
-                        DEFAULT_SERVING_KEY: classify,
-                        CLASSIFY_SERVING_KEY: classify,
-                        REGRESS_SERVING_KEY: RegressionOutput(value=predictions[P.LOGISTIC]),
-                        PREDICT_SERVING_KEY: PredictOutput(predictions),
+                        head_keys.DEFAULT_SERVING_KEY: classify,
+                        head_keys.CLASSIFY_SERVING_KEY: classify,
+                        head_keys.REGRESS_SERVING_KEY: RegressionOutput(value=predictions[P.LOGISTIC]),
+                        head_keys.PREDICT_SERVING_KEY: PredictOutput(predictions),
                     },
                 )
             return base.train_or_eval_spec(

@@ -8,7 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiClassHeadArgs
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
@@ -23,7 +24,7 @@ P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class MultiClassHead(HeadArgs, base.Head):
+class MultiClassHead(MultiClassHeadArgs, base.Head):
     """Single-label classification over ``n_classes`` > 2 classes with softmax cross
     entropy (``tf.estimator.MultiClassHead``).
 
@@ -42,26 +43,6 @@ class MultiClassHead(HeadArgs, base.Head):
       ValueError: n_classes None or <= 2, a label_vocabulary that is not a list/tuple or
         not of length n_classes, an unknown loss_reduction, or a bad loss_fn.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: Any = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._n_classes = check_n_classes(n_classes, 3, "MultiClassHead")
-        self._set_head_args(
-            n_classes,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            n_classes=n_classes,
-        )
 
     def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
@@ -82,7 +63,7 @@ class MultiClassHead(HeadArgs, base.Head):
 
     def _unweighted_loss_and_weights(
         self, logits: tf.Tensor, label_ids: tf.Tensor, features: Any
-    ) -> tuple[Any, Any]:
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, label_ids, logits, features, 1)
         else:
@@ -94,8 +75,8 @@ class MultiClassHead(HeadArgs, base.Head):
 
     def loss(
         self,
-        labels: Any,
-        logits: Any,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
         features: Any = None,
         mode: Any = None,
         regularization_losses: Sequence[Any] | None = None,
@@ -168,8 +149,8 @@ class MultiClassHead(HeadArgs, base.Head):
         self,
         eval_metrics: dict[str, Any],
         features: Any,
-        logits: Any,
-        labels: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
@@ -189,8 +170,8 @@ class MultiClassHead(HeadArgs, base.Head):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.rules.head_args import check_multi_head_args, common_loss_reduction
+from jaxspec.rules.head_init import MultiHeadArgs
 from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys
 from tf_bridge.runtime.heads import base
 from tf_bridge.runtime.spec import EstimatorSpec, ModeKeys, PredictOutput
@@ -19,7 +19,7 @@ def _no_op_train_fn(loss: tf.Tensor) -> tf.Operation:
     return tf.no_op()
 
 
-class MultiHead(base.Head):
+class MultiHead(MultiHeadArgs, base.Head):
     """Several named heads trained together (``tf.estimator.MultiHead``).
 
     The loss is the sum of the heads' losses, each times its ``head_weights`` entry;
@@ -37,25 +37,6 @@ class MultiHead(base.Head):
       ValueError: no heads, a head without a name, or head_weights of another length.
     """
 
-    def __init__(self, heads: Sequence[base.Head], head_weights: Sequence[float] | None = None) -> None:
-        self._head_weights = check_multi_head_args(heads, head_weights)
-        self._heads = tuple(heads)
-        self._logits_dimension = sum(h.logits_dimension for h in self._heads)
-
-    @property
-    def name(self) -> str:
-        """The heads' names joined by ``_``."""
-        return "_".join(h.name for h in self._heads)
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._logits_dimension
-
-    @property
-    def loss_reduction(self) -> str:
-        """The heads' common loss_reduction (ValueError if they differ)."""
-        return common_loss_reduction(self._heads)
-
     def _split_logits(self, logits: Any) -> dict[str, tf.Tensor]:
         with tf.name_scope("split_logits"):
             logits = tf.convert_to_tensor(logits)
@@ -69,29 +50,10 @@ class MultiHead(base.Head):
             parts = tf.split(logits, dims, axis=-1)
             return {h.name: part for h, part in zip(self._heads, parts, strict=True)}
 
-    def _logits_dict(self, logits: Any, labels: Any = None) -> dict[str, Any]:
-        names = [h.name for h in self._heads]
-        if isinstance(logits, dict):
-            missing = [n for n in names if n not in logits]
-            if missing:
-                raise ValueError(f"logits is a dict without the head(s) {missing} (it has {sorted(logits)}).")
-            logits_dict = logits
-        else:
-            logits_dict = self._split_logits(logits)
-        if labels is not None:
-            if not isinstance(labels, dict):
-                raise ValueError(
-                    f"labels of a MultiHead must be a dict of head name to labels; got {type(labels).__name__}."
-                )
-            missing = [n for n in names if n not in labels]
-            if missing:
-                raise ValueError(f"labels has no entry for the head(s) {missing} (it has {sorted(labels)}).")
-        return logits_dict
-
     def loss(
         self,
-        labels: Any,
-        logits: Any,
+        labels: dict[str, tf.types.experimental.TensorLike],
+        logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
         features: Any = None,
         mode: Any = None,
         regularization_losses: Sequence[Any] | None = None,
@@ -148,8 +110,8 @@ class MultiHead(base.Head):
         self,
         eval_metrics: dict[str, Any],
         features: Any,
-        logits: Any,
-        labels: Any,
+        logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
+        labels: dict[str, tf.types.experimental.TensorLike],
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch and add every head's updated metrics."""
@@ -169,8 +131,8 @@ class MultiHead(base.Head):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
+        labels: dict[str, tf.types.experimental.TensorLike] | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,

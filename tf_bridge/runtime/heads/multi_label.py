@@ -8,7 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.rules.head_args import HeadArgs, check_n_classes, check_prediction_keys, class_ids_for_metrics
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiLabelHeadArgs
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
@@ -23,7 +24,7 @@ P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASSES)
 
 
-class MultiLabelHead(HeadArgs, base.Head):
+class MultiLabelHead(MultiLabelHeadArgs, base.Head):
     """Multi-label classification (``tf.estimator.MultiLabelHead``).
 
     Args:
@@ -49,30 +50,6 @@ class MultiLabelHead(HeadArgs, base.Head):
         label_vocabulary, an unknown loss_reduction, a bad loss_fn, or a class for
         class-based metrics out of range or (strings) without a vocabulary.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: Any = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        classes_for_class_based_metrics: Sequence[Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._n_classes = check_n_classes(n_classes, 2, "MultiLabelHead")
-        self._set_head_args(
-            n_classes,
-            weight_column,
-            loss_reduction,
-            loss_fn,
-            name,
-            label_vocabulary=label_vocabulary,
-            n_classes=n_classes,
-            thresholds=thresholds,
-        )
-        self._classes = class_ids_for_metrics(classes_for_class_based_metrics, n_classes, label_vocabulary)
 
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """int64 indicator labels ``[D0, ..., DN, n_classes]``."""
@@ -108,7 +85,7 @@ class MultiLabelHead(HeadArgs, base.Head):
 
     def _unweighted_loss_and_weights(
         self, logits: tf.Tensor, labels: tf.Tensor, features: Any
-    ) -> tuple[Any, Any]:
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
         else:
@@ -118,8 +95,8 @@ class MultiLabelHead(HeadArgs, base.Head):
 
     def loss(
         self,
-        labels: Any,
-        logits: Any,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
         features: Any = None,
         mode: Any = None,
         regularization_losses: Sequence[Any] | None = None,
@@ -209,8 +186,8 @@ class MultiLabelHead(HeadArgs, base.Head):
         self,
         eval_metrics: dict[str, Any],
         features: Any,
-        logits: Any,
-        labels: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
@@ -242,8 +219,8 @@ class MultiLabelHead(HeadArgs, base.Head):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,

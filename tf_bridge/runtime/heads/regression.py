@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.rules.head_args import HeadArgs, check_label_dimension
+from jaxspec.rules.head_init import LogisticRegressionHeadArgs, PoissonRegressionHeadArgs, RegressionHeadArgs
 from jaxspec.rules.head_keys import (
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
@@ -22,7 +22,7 @@ from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TP
 P = PredictionKeys
 
 
-class RegressionHead(HeadArgs, base.Head):
+class RegressionHead(RegressionHeadArgs, base.Head):
     """Regression of ``label_dimension`` values per example with squared error
     (``tf.estimator.RegressionHead``).
 
@@ -41,27 +41,13 @@ class RegressionHead(HeadArgs, base.Head):
       ValueError: label_dimension < 1, an unknown loss_reduction, or a bad loss_fn.
     """
 
-    def __init__(
-        self,
-        label_dimension: int = 1,
-        weight_column: Any = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        inverse_link_fn: Callable[[tf.Tensor], tf.Tensor] | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._set_head_args(
-            check_label_dimension(label_dimension), weight_column, loss_reduction, loss_fn, name
-        )
-        self._inverse_link_fn = inverse_link_fn
-
     def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         labels = _checks.check_labels(labels, logits, self._logits_dimension)
         return tf.cast(labels, tf.float32)
 
     def _unweighted_loss_and_weights(
         self, logits: tf.Tensor, labels: tf.Tensor, features: Any
-    ) -> tuple[Any, Any]:
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
         else:
@@ -71,8 +57,8 @@ class RegressionHead(HeadArgs, base.Head):
 
     def loss(
         self,
-        labels: Any,
-        logits: Any,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
         features: Any = None,
         mode: Any = None,
         regularization_losses: Sequence[Any] | None = None,
@@ -126,8 +112,8 @@ class RegressionHead(HeadArgs, base.Head):
         self,
         eval_metrics: dict[str, Any],
         features: Any,
-        logits: Any,
-        labels: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
@@ -148,8 +134,8 @@ class RegressionHead(HeadArgs, base.Head):
         self,
         features: Any,
         mode: str,
-        logits: Any,
-        labels: Any = None,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
         optimizer: Any = None,
         trainable_variables: Sequence[Any] | None = None,
         train_op_fn: Callable[[tf.Tensor], Any] | None = None,
@@ -177,7 +163,7 @@ class RegressionHead(HeadArgs, base.Head):
             )  # fmt: skip
 
 
-class PoissonRegressionHead(RegressionHead):
+class PoissonRegressionHead(PoissonRegressionHeadArgs, RegressionHead):
     """Poisson regression (``tf.estimator.PoissonRegressionHead``): the loss is
     ``tf.nn.log_poisson_loss`` with logits as the log rate, predictions are ``exp(logits)``.
 
@@ -186,23 +172,7 @@ class PoissonRegressionHead(RegressionHead):
       compute_full_loss: add the Stirling term of the full Poisson loss (default True).
     """
 
-    def __init__(
-        self,
-        label_dimension: int = 1,
-        weight_column: Any = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        compute_full_loss: bool = True,
-        name: str | None = None,
-    ) -> None:
-        self._compute_full_loss = compute_full_loss
-        super().__init__(
-            label_dimension=label_dimension,
-            weight_column=weight_column,
-            loss_reduction=loss_reduction,
-            loss_fn=self._poisson_loss,
-            inverse_link_fn=tf.math.exp,
-            name=name,
-        )
+    _exp = staticmethod(tf.math.exp)  # the inverse link
 
     def _poisson_loss(self, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         return tf.nn.log_poisson_loss(
@@ -210,7 +180,7 @@ class PoissonRegressionHead(RegressionHead):
         )
 
 
-class LogisticRegressionHead(RegressionHead):
+class LogisticRegressionHead(LogisticRegressionHeadArgs, RegressionHead):
     """Regression of a value in [0, 1] (``tf.estimator.LogisticRegressionHead``): sigmoid
     cross entropy against the label, predictions ``sigmoid(logits)``.
 
@@ -221,20 +191,7 @@ class LogisticRegressionHead(RegressionHead):
     time) for a label outside [0, 1].
     """
 
-    def __init__(
-        self,
-        weight_column: Any = None,
-        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(
-            label_dimension=1,
-            weight_column=weight_column,
-            loss_reduction=loss_reduction,
-            loss_fn=self._logistic_loss,
-            inverse_link_fn=tf.math.sigmoid,
-            name=name,
-        )
+    _sigmoid = staticmethod(tf.math.sigmoid)  # the inverse link
 
     def _logistic_loss(self, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         labels = _checks.check_label_range(labels, 2, message="labels must be in [0, 1]")
