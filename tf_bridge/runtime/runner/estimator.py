@@ -9,7 +9,6 @@ exported as it is, and the other way round.
 
 from __future__ import annotations
 
-import collections
 import copy
 import functools
 import logging
@@ -21,6 +20,7 @@ import tensorflow as tf
 
 from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.warm_start import WarmStartSettingsBase
 from tf_bridge.export.saved_model import modes_in_order
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner import evaluate as _evaluate
@@ -28,7 +28,7 @@ from tf_bridge.runtime.runner import model_fn_saved_model as _export
 from tf_bridge.runtime.runner import predict as _predict
 from tf_bridge.runtime.runner import train as _train
 from tf_bridge.runtime.runner.inputs import call_model_fn, verify_model_fn_args
-from tf_bridge.runtime.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runtime.runner.plan import TFRunPlan, TrainPlan
 from tf_bridge.runtime.runner.predict_cache import PredictCache
 from tf_bridge.runtime.runner_hooks import StopAfterNEvalsHook
 from tf_bridge.runtime.spec import EstimatorSpec
@@ -36,40 +36,16 @@ from tf_bridge.runtime.spec import EstimatorSpec
 _log = logging.getLogger("tf_bridge")
 
 
-class WarmStartSettings(
-    collections.namedtuple(
-        "WarmStartSettings",
-        [
-            "ckpt_to_initialize_from",
-            "vars_to_warm_start",
-            "var_name_to_vocab_info",
-            "var_name_to_prev_var_name",
-        ],
-    )
-):
-    """Warm-start settings (``tf.estimator.WarmStartSettings``): the fields are the
-    arguments of ``tf.compat.v1.train.warm_start``, which does the work.
+class WarmStartSettings(WarmStartSettingsBase):
+    """Warm-start settings (``tf.estimator.WarmStartSettings``; fields, defaults and checks
+    in ``jaxspec.rules.warm_start``): the fields are the arguments of
+    ``tf.compat.v1.train.warm_start``, which does the work.
 
     Raises:
       ValueError: ``ckpt_to_initialize_from`` is empty.
     """
 
-    def __new__(
-        cls,
-        ckpt_to_initialize_from: str,
-        vars_to_warm_start: Any = ".*",
-        var_name_to_vocab_info: Any = None,
-        var_name_to_prev_var_name: Any = None,
-    ) -> WarmStartSettings:
-        if not ckpt_to_initialize_from:
-            raise ValueError("WarmStartSettings: ckpt_to_initialize_from is required.")
-        return super().__new__(
-            cls,
-            ckpt_to_initialize_from,
-            vars_to_warm_start,
-            var_name_to_vocab_info or {},
-            var_name_to_prev_var_name or {},
-        )
+    __slots__ = ()
 
 
 def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
@@ -266,11 +242,11 @@ class Estimator:
         """Training steps per loop (hooks run once per loop); 1 as in tf.estimator."""
         return 1
 
-    def _run_plan(self, mode: str, export: bool = False, train: TrainPlan | None = None) -> RunPlan:
+    def _run_plan(self, mode: str, export: bool = False, train: TrainPlan | None = None) -> TFRunPlan:
         """The plan of one call in ``mode`` (for an export: ``export=True``), the only
         thing the runner receives; subclasses change it through the hooks above."""
         config = self.config
-        return RunPlan(
+        return TFRunPlan(
             mode=mode,
             config=config,
             session_config=self._session_config,

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from tf_bridge.runtime.runner.plan import RunPlan
+from tf_bridge.runtime.runner.plan import TFRunPlan
 from tf_bridge.runtime.runner_hooks import StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
@@ -71,7 +71,7 @@ def split_update_ops(metric_ops: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def build_eval_graph(
-    plan: RunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
+    plan: TFRunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
 ) -> tuple[Any, ...]:
     """Build the EVAL graph in the default graph: (scaffold, update op, value dict, hooks).
 
@@ -105,7 +105,7 @@ def build_eval_graph(
 
 
 def evaluate_once(
-    plan: RunPlan,
+    plan: TFRunPlan,
     checkpoint_path: str | None,
     scaffold: Any,
     update_op: Any,
@@ -192,7 +192,7 @@ def write_checkpoint_path_summary(output_dir: str, checkpoint_path: str, global_
 
 
 def run_evaluate(
-    plan: RunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
+    plan: TFRunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
 ) -> dict[str, Any]:
     """Build, run and record one evaluation; return the results dict."""
     with tf.Graph().as_default():

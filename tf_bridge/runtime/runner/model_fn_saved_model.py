@@ -19,7 +19,7 @@ from tensorflow.python.saved_model import model_utils
 
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.export.saved_model import modes_in_order, write_export_dir
-from tf_bridge.runtime.runner.plan import RunPlan
+from tf_bridge.runtime.runner.plan import TFRunPlan
 
 _log = logging.getLogger("tf_bridge")
 
@@ -40,7 +40,7 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
 
 
 def add_meta_graph_for_mode(
-    plan: RunPlan,
+    plan: TFRunPlan,
     builder: Any,
     receiver_fn: Callable[[], Any],
     checkpoint_path: str,
@@ -90,7 +90,7 @@ def add_meta_graph_for_mode(
 
 
 def export_all(
-    plans: dict[str, RunPlan],
+    plans: dict[str, TFRunPlan],
     export_dir_base: str,
     receiver_fn_map: dict[str, Callable[[], Any]],
     assets_extra: dict[str, str] | None,

@@ -1,4 +1,4 @@
-"""RunPlan: what tf_bridge's runner needs for one train/evaluate/predict/export call,
+"""TFRunPlan: what tf_bridge's runner needs for one train/evaluate/predict/export call,
 built once by the Estimator (``Estimator._run_plan``) and never read back from it.
 
 The runner modules (``train``, ``evaluate``, ``predict``, ``saved_model_export``) receive a
@@ -35,7 +35,7 @@ class TrainPlan:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunPlan:
+class TFRunPlan:
     """An immutable description of one call of a tf_bridge Estimator in ``mode``.
 
     Attributes:
@@ -76,7 +76,7 @@ class RunPlan:
         """The model directory (``config.model_dir``)."""
         return self.config.model_dir
 
-    def replace(self, **changes: Any) -> RunPlan:
+    def replace(self, **changes: Any) -> TFRunPlan:
         """A new plan with ``changes`` (the plan itself never changes)."""
         return dataclasses.replace(self, **changes)
 

@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_bridge.runtime.runner.inputs import has_dataset_or_queue
-from tf_bridge.runtime.runner.plan import RunPlan
+from tf_bridge.runtime.runner.plan import TFRunPlan
 from tf_bridge.runtime.runner.predict_cache import (
     PredictCache,
     Predictor,
@@ -63,7 +63,7 @@ def _unbatch(evaluated: Any, is_dict: bool, single: bool) -> Iterator[Any]:
 
 
 def _build_predictor(
-    plan: RunPlan, key: tuple[Any, ...], features_spec: Any, predict_keys: Any, checkpoint_path: str | None
+    plan: TFRunPlan, key: tuple[Any, ...], features_spec: Any, predict_keys: Any, checkpoint_path: str | None
 ) -> Predictor | None:
     """model_fn on placeholders of ``features_spec``, its session restored from
     ``checkpoint_path``; None when the spec has prediction hooks (they need the per-call
@@ -89,7 +89,7 @@ def _build_predictor(
 
 
 def _cached_predictor(
-    cache: PredictCache, plan: RunPlan, result: Any, predict_keys: Any, checkpoint_path: str | None
+    cache: PredictCache, plan: TFRunPlan, result: Any, predict_keys: Any, checkpoint_path: str | None
 ) -> Predictor | None:
     """The cache's predictor for this dataset (built when missing), or None when this
     input cannot use one."""
@@ -110,7 +110,7 @@ def _cached_predictor(
 
 
 def run_predict(
-    plan: RunPlan,
+    plan: TFRunPlan,
     input_fn: Any,
     predict_keys: Any,
     hooks: list[Any],
@@ -141,7 +141,7 @@ def run_predict(
 
 
 def _run_predict_in_call_graph(
-    plan: RunPlan,
+    plan: TFRunPlan,
     input_fn: Any,
     predict_keys: Any,
     hooks: list[Any],

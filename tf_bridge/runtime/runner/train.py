@@ -18,7 +18,7 @@ from tensorflow.python.training import training as tf_training
 from tensorflow.python.training import training_util
 
 from tf_bridge.runtime.runner.cluster import device_function
-from tf_bridge.runtime.runner.plan import RunPlan, TrainPlan
+from tf_bridge.runtime.runner.plan import TFRunPlan, TrainPlan
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 
 _log = logging.getLogger("tf_bridge")
@@ -143,7 +143,7 @@ def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[A
 
 
 def train_with_spec(
-    plan: RunPlan,
+    plan: TFRunPlan,
     spec: Any,
     input_hooks: list[Any],
     hooks: list[Any],
@@ -194,7 +194,7 @@ def train_with_spec(
     return loss
 
 
-def train_model(plan: RunPlan, input_fn: Any, hooks: list[Any], saving_listeners: list[Any]) -> Any:
+def train_model(plan: TFRunPlan, input_fn: Any, hooks: list[Any], saving_listeners: list[Any]) -> Any:
     """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
     when the cluster has some) and train; return the last loss."""
     with tf.Graph().as_default() as graph, graph.device(device_function(plan.config)):
