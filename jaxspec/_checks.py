@@ -10,6 +10,21 @@ from typing import Any
 
 import numpy as np
 
+from jaxspec.rules.numbers import check_nonnegative_int, check_positive_int, is_int
+
+__all__ = [
+    "check_nonnegative_int",
+    "check_positive_int",
+    "is_array",
+    "is_dense_array",
+    "is_floating",
+    "is_int",
+    "is_number_leaf",
+    "is_sparse",
+    "is_string_array",
+    "type_name",
+]
+
 
 def is_array(x: Any) -> bool:
     """True for a dense JAX array (tracers included), a numpy array or a numpy scalar."""
@@ -56,31 +71,3 @@ def is_number_leaf(x: Any) -> bool:
 def type_name(x: Any) -> str:
     """The name of ``x``'s type, for error messages."""
     return type(x).__name__
-
-
-def is_int(value: Any) -> bool:
-    """True for a Python int (bool included, as ``six.integer_types`` does) or numpy integer."""
-    return isinstance(value, (int, np.integer))
-
-
-def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` if it is a positive integer.
-
-    Raises:
-      TypeError: not an integer (a float such as ``1.0`` included).
-      ValueError: zero or negative.
-    """
-    if not is_int(value):
-        raise TypeError(f"{name} must be an int, got {type_name(value)} ({value!r}).")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
-    return int(value)
-
-
-def check_nonnegative_int(value: Any, name: str) -> int:
-    """Return ``value`` if it is an integer >= 0 (TypeError / ValueError otherwise)."""
-    if not is_int(value):
-        raise TypeError(f"{name} must be an int, got {type_name(value)} ({value!r}).")
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}.")
-    return int(value)

@@ -15,6 +15,7 @@ from typing import Any
 
 from jaxspec._checks import type_name
 from jaxspec._fn_args import call_with_declared, fn_arg_names
+from jaxspec.rules import model_fn as rules_model_fn
 
 _log = logging.getLogger("jaxspec")
 
@@ -25,43 +26,21 @@ SpecCheck = Callable[[Any, str, dict[str, Any]], Any]
 
 
 def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str, ...]:
-    """Check model_fn's declared arguments at construction, as tf.estimator does.
+    """Check model_fn's declared arguments at construction, as tf.estimator does, against
+    ``MODEL_FN_ARGS`` (``jaxspec.rules.model_fn.verify_model_fn_args``; the warning goes
+    to the ``jaxspec`` logger).
 
-    ``self`` of a bound method is not counted; a ``functools.partial``'s bound
-    arguments are not either; ``*args``/``**kwargs`` are ignored.
-
-    A model_fn that takes ``params`` while ``params`` is None gets a warning on the
-    ``jaxspec`` logger and ``params = {}``: TF 2.15 warns there too, TPUEstimator included
-    (it checks the user's params before adding ``batch_size``).
+    A model_fn that takes ``params`` while ``params`` is None gets a warning and
+    ``params = {}``: TF 2.15 warns there too, TPUEstimator included (it checks the user's
+    params before adding ``batch_size``).
 
     Returns:
       The argument names model_fn declares.
 
     Raises:
-      ValueError: model_fn is not callable; it has no ``features`` argument; ``params``
-        is given (not None) but model_fn has no ``params`` argument; or it declares
-        arguments outside ``MODEL_FN_ARGS`` (all of them are named).
+      ValueError: see ``jaxspec.rules.model_fn.verify_model_fn_args``.
     """
-    if not callable(model_fn):
-        raise ValueError(f"model_fn must be callable, got {type_name(model_fn)}.")
-    names = fn_arg_names(model_fn)
-    if "features" not in names:
-        raise ValueError(f"model_fn must take an argument named 'features'; it takes {names}.")
-    if params is not None and "params" not in names:
-        raise ValueError(
-            f"params were given to the Estimator, but model_fn takes no 'params' argument (it takes {names})."
-        )
-    if params is None and "params" in names:  # TF 2.15 warns too, TPUEstimator included
-        _log.warning(
-            "model_fn takes params, but no params were given to the Estimator: model_fn gets {} (on "
-            "TPUEstimator only its batch_size and use_tpu). Pass params={} if none are meant."
-        )
-    unexpected = [n for n in names if n not in MODEL_FN_ARGS and n != "self"]
-    if unexpected:
-        raise ValueError(
-            f"model_fn takes arguments {unexpected} that no Estimator passes; allowed names are {MODEL_FN_ARGS}."
-        )
-    return names
+    return rules_model_fn.verify_model_fn_args(model_fn, params, MODEL_FN_ARGS, _log)
 
 
 class ModelFnCaller:

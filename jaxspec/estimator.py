@@ -24,7 +24,7 @@ from jaxspec.engine.partitioning import check_rules
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
-from jaxspec.loop.export import export_source
+from jaxspec.loop.export_source import export_source
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.predict import run_predict
 from jaxspec.loop.train import run_train
@@ -415,7 +415,7 @@ class Estimator:
           tf_bridge.ExportCompatibilityError: see ``export_saved_model``.
         """
         # tf_bridge imports TensorFlow: imported here so that `import jaxspec` does not.
-        from tf_bridge.estimator_export import export_modes, write_estimator_modes
+        from tf_bridge.export.estimator_modes import export_modes, write_estimator_modes
 
         plan = self._run_plan(ModeKeys.PREDICT, for_export=True)
         with quiet_libraries():  # Orbax (absl) and TF log while restoring and writing

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from jaxspec.rules.warm_start import WarmStartSettingsBase
 
-class WarmStartSettings:
-    """Where and what to warm-start from (``tf.estimator.WarmStartSettings``).
+
+class WarmStartSettings(WarmStartSettingsBase):
+    """Where and what to warm-start from (``tf.estimator.WarmStartSettings``; fields,
+    defaults and checks in ``jaxspec.rules.warm_start``).
 
     Applied only when model_dir has no checkpoint, after init_fn and before the
     Scaffold's init_fn, as TF applies it.
@@ -30,7 +33,7 @@ class WarmStartSettings:
         a leaf that ``vars_to_warm_start`` selects.
 
     Raises:
-      ValueError: var_name_to_vocab_info is given. When the state is first built
+      ValueError: ckpt_to_initialize_from is empty, or var_name_to_vocab_info is given. When the state is first built
         (``train`` with no checkpoint in model_dir): ``vars_to_warm_start`` selects no
         leaf (TF 2.15 copies nothing then, silently), a ``var_name_to_prev_var_name``
         key is not a selected leaf (as TF), or a selected leaf is missing from the
@@ -38,18 +41,8 @@ class WarmStartSettings:
         the one asked for.
     """
 
-    def __init__(
-        self,
-        ckpt_to_initialize_from: str,
-        vars_to_warm_start: Any = ".*",
-        var_name_to_vocab_info: Any = None,
-        var_name_to_prev_var_name: dict[str, str] | None = None,
-    ) -> None:
-        if var_name_to_vocab_info:
-            raise ValueError("WarmStartSettings: var_name_to_vocab_info is not supported.")
-        self.ckpt_to_initialize_from = os.fspath(ckpt_to_initialize_from)
-        self.vars_to_warm_start = vars_to_warm_start
-        self.var_name_to_prev_var_name = dict(var_name_to_prev_var_name or {})
+    __slots__ = ()
+    vocab_info_supported = False
 
 
 def as_settings(warm_start_from: Any) -> WarmStartSettings | None:

@@ -15,8 +15,9 @@ import jax.numpy as jnp  # noqa: E402
 from tensorflow.compiler.tf2xla.python import xla as tfxla  # noqa: E402
 
 from jaxspec.export.export_output import PredictOutput  # noqa: E402
-from tf_bridge import ExportCompatibilityError, _compat, export_saved_model  # noqa: E402
-from tf_bridge.receivers import build_raw_serving_input_receiver_fn  # noqa: E402
+from tf_bridge import ExportCompatibilityError, export_saved_model  # noqa: E402
+from tf_bridge.export import compat as _compat  # noqa: E402
+from tf_bridge.export.receivers import build_raw_serving_input_receiver_fn  # noqa: E402
 
 
 def _export(base: str) -> bytes:

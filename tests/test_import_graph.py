@@ -71,8 +71,11 @@ def _graph(package: str) -> dict[str, set[str]]:
 
 
 def _unit(name: str) -> str:
-    """``jaxspec.loop.train`` -> ``jaxspec.loop``; ``jaxspec.config`` stays itself."""
-    return ".".join(name.split(".")[:2])
+    """``jaxspec.loop.train`` -> ``jaxspec.loop``; ``jaxspec.config`` stays itself. Below
+    tf_bridge's runtime wing, one level deeper: ``tf_bridge.runtime.heads.base`` ->
+    ``tf_bridge.runtime.heads`` (its subpackages are the rooms)."""
+    parts = name.split(".")
+    return ".".join(parts[: 3 if parts[:2] == ["tf_bridge", "runtime"] else 2])
 
 
 def _unit_graph(package: str) -> dict[str, set[str]]:
@@ -128,9 +131,27 @@ def test_the_layers_below_hooks_and_loop() -> None:
     assert "jaxspec.store" in units["jaxspec.hooks"] and "jaxspec.hooks" in units["jaxspec.loop"]
 
 
+def test_the_two_wings_of_tf_bridge() -> None:
+    """DESIGN's bridge rows: the export wing imports neither the runtime wing nor the
+    tf.estimator face; the runtime wing may import the export wing; jaxspec's (lazy)
+    imports of tf_bridge reach the export wing only."""
+    for name, targets in _graph("tf_bridge").items():
+        if name.startswith("tf_bridge.export"):
+            outside = {t for t in targets if not t.startswith("tf_bridge.export") and t != "tf_bridge._quiet"}
+            assert not outside, f"{name} imports {sorted(outside)}"
+    units = _unit_graph("tf_bridge")
+    assert "tf_bridge.export" in units["tf_bridge.runtime.runner"]
+    for name, path in _modules("jaxspec").items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tf_bridge"):
+                assert (node.module or "").startswith("tf_bridge.export."), f"{name} imports {node.module}"
+
+
 def test_the_walk_sees_real_edges() -> None:
     modules = _modules("tf_bridge")
-    assert "tf_bridge.runner_hooks" in _imports("tf_bridge.spec", modules["tf_bridge.spec"], modules)
+    assert "tf_bridge.runtime.runner_hooks" in _imports(
+        "tf_bridge.runtime.spec", modules["tf_bridge.runtime.spec"], modules
+    )
     modules = _modules("jaxspec")
     lazy = _imports("jaxspec.metrics.adapters", modules["jaxspec.metrics.adapters"], modules)
     assert "jaxspec.metrics.base" in lazy

@@ -162,7 +162,7 @@ def test_legacy_master_cluster_moves_summaries_to_worker_0(
     off the master and gave them to worker 0 (the session itself is not started here)."""
     from unittest import mock
 
-    from tf_bridge.runner import train as runner_train
+    from tf_bridge.runtime.runner import train as runner_train
 
     cluster = {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "master": ["127.0.0.1:4"]}
     _set_tf_config(monkeypatch, cluster=cluster, task={"type": task, "index": index})
@@ -184,7 +184,7 @@ def test_in_memory_evaluator_refuses_a_cluster(tmp_path: Any, monkeypatch: pytes
         _set_tf_config(monkeypatch, cluster=cluster, task={"type": "chief", "index": 0})
         est = tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path))
         with pytest.raises(ValueError, match="one training process"):
-            tf_bridge.hooks.InMemoryEvaluatorHook(est, models.eval_input_fn)
+            tf_bridge.runtime.hooks.InMemoryEvaluatorHook(est, models.eval_input_fn)
 
 
 def test_stop_at_checkpoint_step_hook(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,11 +204,11 @@ def test_stop_at_checkpoint_step_hook(tmp_path: Any, monkeypatch: pytest.MonkeyP
 
     chief = estimator("chief")
     assert isinstance(
-        tf_bridge.hooks.make_stop_at_checkpoint_step_hook(chief, 4), tf.compat.v1.train.StopAtStepHook
+        tf_bridge.runtime.hooks.make_stop_at_checkpoint_step_hook(chief, 4), tf.compat.v1.train.StopAtStepHook
     )
     chief.train(models.train_input_fn, max_steps=4)
     worker = estimator("worker")
-    hook = tf_bridge.hooks.make_stop_at_checkpoint_step_hook(worker, 4, wait_after_file_check_secs=0)
+    hook = tf_bridge.runtime.hooks.make_stop_at_checkpoint_step_hook(worker, 4, wait_after_file_check_secs=0)
     assert not isinstance(hook, tf.compat.v1.train.StopAtStepHook)
     losses: list[float] = []
     worker = tf_bridge.Estimator(
@@ -237,7 +237,7 @@ def test_early_stopping_reaches_the_workers(tmp_path: Any, monkeypatch: pytest.M
 
     chief_losses: list[float] = []
     chief = estimator("chief", chief_losses)
-    stop_at_3 = tf_bridge.hooks.make_early_stopping_hook(
+    stop_at_3 = tf_bridge.runtime.hooks.make_early_stopping_hook(
         chief, lambda: len(chief_losses) >= 3, run_every_secs=None, run_every_steps=1
     )
     chief.train(models.train_input_fn, hooks=[stop_at_3], max_steps=100)
@@ -246,6 +246,6 @@ def test_early_stopping_reaches_the_workers(tmp_path: Any, monkeypatch: pytest.M
     assert bool(chief.get_variable_value("signal_early_stopping/STOP"))  # in the checkpoint, as TF
     worker_losses: list[float] = []
     worker = estimator("worker", worker_losses)
-    hook = tf_bridge.hooks.make_early_stopping_hook(worker, lambda: False)
+    hook = tf_bridge.runtime.hooks.make_early_stopping_hook(worker, lambda: False)
     worker.train(models.train_input_fn, hooks=[hook], max_steps=100)
     assert len(worker_losses) == 1

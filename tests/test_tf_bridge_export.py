@@ -404,7 +404,8 @@ def _scale_export(tmp_path, **kwargs):
 
 
 def test_tf_too_old_for_this_jax_fails_before_writing(tmp_path, monkeypatch):
-    from tf_bridge import ExportCompatibilityError, _compat
+    from tf_bridge import ExportCompatibilityError
+    from tf_bridge.export import compat as _compat
 
     version = _compat.calling_convention_version()
     monkeypatch.setattr(_compat, "tf_max_call_module_version", lambda: version - 1)

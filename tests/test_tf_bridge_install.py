@@ -102,7 +102,6 @@ def test_install_adds_the_estimator_paths_and_changes_nothing_else_in_tensorflow
             "NPUEstimatorSpec": npu_estimator.NPUEstimatorSpec is tf_bridge.NPUEstimatorSpec,
             "NPUDistributedOptimizer": npu_optimizer.NPUDistributedOptimizer is tf_bridge.NPUDistributedOptimizer,
             "FixedLossScaleManager": npu_loss_scale_manager.FixedLossScaleManager is tf_bridge.FixedLossScaleManager,
-            "old path": __import__("tf_bridge.config").config.RunConfig is tf_bridge.RunConfig,
         }
         try:
             import tensorflow_estimator.python.estimator.no_such_module

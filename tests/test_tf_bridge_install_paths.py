@@ -64,8 +64,8 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
         import importlib, json, tf_bridge
         tf_bridge.install()
         import tensorflow as tf
-        from tf_bridge import canned, heads
-        from tf_bridge.heads import keys
+        from tf_bridge.runtime import canned, heads
+        from jaxspec.rules import head_keys as keys
         tfe = "tensorflow_estimator.python.estimator."
         want = {
             "estimator.EstimatorV2": tf_bridge.Estimator,

@@ -193,7 +193,7 @@ def test_tf_estimator_namespace() -> None:
     assert tf_estimator.train_and_evaluate is tf_bridge.train_and_evaluate
     assert tf_estimator.Estimator is tf_bridge.Estimator and tf_estimator.RunConfig is tf_bridge.RunConfig
     assert tf_estimator.CheckpointSaverListener is tf.compat.v1.train.CheckpointSaverListener
-    assert tf_estimator.experimental.InMemoryEvaluatorHook is tf_bridge.hooks.InMemoryEvaluatorHook
+    assert tf_estimator.experimental.InMemoryEvaluatorHook is tf_bridge.runtime.hooks.InMemoryEvaluatorHook
     assert tf_estimator.export.ServingInputReceiver is tf_bridge.ServingInputReceiver
     assert tf_estimator.tpu.TPUEstimator is tf_bridge.TPUEstimator
     assert tf_estimator.ModeKeys.TRAIN == "train"

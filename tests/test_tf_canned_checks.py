@@ -21,7 +21,7 @@ import tensorflow as tf
 tf_keras = pytest.importorskip("tf_keras")
 
 import tf_bridge.estimator as tf_estimator  # noqa: E402
-from tf_bridge.canned import get_optimizer_instance_v2  # noqa: E402
+from tf_bridge.runtime.canned import get_optimizer_instance_v2  # noqa: E402
 from tools import tf215_canned_reference as ref  # noqa: E402
 
 with open(ref.JSON_PATH) as _f:

@@ -16,7 +16,7 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.python.saved_model.model_utils import export_utils
 
 import tf_bridge
-from tf_bridge import heads
+from tf_bridge.runtime import heads
 
 DATA_PATH = os.path.join(os.path.dirname(__file__), "data", "tf215_heads.json")
 with open(DATA_PATH) as _f:

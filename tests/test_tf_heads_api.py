@@ -21,7 +21,7 @@ from tests.test_tf_heads import (
     run_error,
     tensor,
 )
-from tf_bridge import heads
+from tf_bridge.runtime import heads
 
 v1 = tf.compat.v1
 ModeKeys = tf_bridge.ModeKeys

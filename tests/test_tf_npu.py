@@ -19,7 +19,7 @@ import tensorflow as tf
 from test_tf_runner_reference import EXPECTED
 
 import tf_bridge
-from tf_bridge import npu
+from tf_bridge.runtime import npu
 from tools import tf215_reference_models as models
 
 M = tf_bridge.ModeKeys

@@ -17,8 +17,8 @@ import tensorflow as tf
 
 import jaxspec
 import tf_bridge
-from tf_bridge import hooks as tb_hooks
-from tf_bridge.runner import convert
+from tf_bridge.export import outputs as convert
+from tf_bridge.runtime import hooks as tb_hooks
 from tools import tf215_reference_models as models
 
 M = tf_bridge.ModeKeys
@@ -244,11 +244,32 @@ def test_export_all_modes_uses_tf_metric_output_names(tmp_path: Any) -> None:
     assert os.path.isdir(os.path.join(path.decode(), "variables"))
 
 
+def test_model_fn_export_writes_its_directory_as_the_jaxspec_writer(tmp_path: Any) -> None:
+    """Both SavedModel writers share one export directory helper: a bad assets_extra is
+    refused before anything is written (ValueError, nothing left under the base), a good
+    one is copied into assets.extra/, and no jaxspec export record is written for a TF
+    model_fn."""
+    est = linear_est(tmp_path / "model")
+    est.train(models.train_input_fn, steps=1)
+    serving = models.serving_input_receiver_fn(tf_bridge)
+    base = tmp_path / "export"
+    with pytest.raises(ValueError, match="does not exist"):
+        est.export_saved_model(str(base), serving, assets_extra={"a.txt": str(tmp_path / "missing")})
+    with pytest.raises(ValueError, match="relative path"):
+        est.export_saved_model(str(base), serving, assets_extra={"../a.txt": __file__})
+    assert not base.exists()
+    path = est.export_saved_model(str(base), serving, assets_extra={"notes/a.txt": __file__}).decode()
+    assert os.listdir(base) == [os.path.basename(path)] and os.path.basename(path).isdigit()
+    with open(os.path.join(path, "assets.extra", "notes", "a.txt")) as copied, open(__file__) as source:
+        assert copied.read() == source.read()
+    assert os.listdir(os.path.join(path, "assets.extra")) == ["notes"]
+
+
 def test_metric_names_follow_tf_supervised_output() -> None:
     with tf.Graph().as_default():
         pair = tf.compat.v1.metrics.mean(tf.constant([1.0]))
         names = ["acc", "metrics_x", ("a", "b")]
-        tf_out = tf_bridge.spec._tf_export_output.EvalOutput(
+        tf_out = tf_bridge.runtime.spec._tf_export_output.EvalOutput(
             loss=tf.constant(1.0), metrics={n: pair for n in names}
         )
         expected = set(tf_out.metrics)

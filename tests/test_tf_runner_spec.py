@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tf_bridge
-from tf_bridge.runner_hooks import HostCallFetchHook
+from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 
 M = tf_bridge.ModeKeys
 

@@ -1,4 +1,4 @@
-"""Reference numbers for ``tf_bridge.canned``, written by TensorFlow 2.15's canned estimators.
+"""Reference numbers for ``tf_bridge.runtime.canned``, written by TensorFlow 2.15's canned estimators.
 
 For every case of ``CASES`` this trains TF 2.15's own canned estimator (``tf.estimator.DNNClassifier``
 and the rest, v2 forms) for ``FIXTURE_STEPS`` steps and keeps its model_dir as a fixture
@@ -6,12 +6,12 @@ and the rest, v2 forms) for ``FIXTURE_STEPS`` steps and keeps its model_dir as a
 index/data files). From a copy of that model_dir it then records ``evaluate()`` (every key),
 ``predict()`` (every key of every example) and every checkpoint variable after
 ``CONTINUE_STEPS`` more training steps, into ``tests/data/tf215_canned.json``.
-``tests/test_tf_canned_reference.py`` asks ``tf_bridge.canned`` for the same things from the
+``tests/test_tf_canned_reference.py`` asks ``tf_bridge.runtime.canned`` for the same things from the
 same fixtures.
 
 The cases are built by functions of the estimator namespace, the Keras (legacy) optimizer
 module and the feature column module, so that the tests build the same estimators on
-TF >= 2.16 (``tf_bridge.canned``, ``tf_keras.optimizers.legacy``, ``tf.feature_column``).
+TF >= 2.16 (``tf_bridge.runtime.canned``, ``tf_keras.optimizers.legacy``, ``tf.feature_column``).
 
 Run it in a TF 2.15 virtual environment (CI never does)::
 

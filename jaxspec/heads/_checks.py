@@ -1,10 +1,10 @@
-"""Input checks and loss arithmetic shared by the heads, as tf.estimator 2.15's heads do
-them: static shapes checked when traced (ValueError naming the argument and both shapes),
-values checked where they are concrete."""
+"""Input checks and loss arithmetic of jaxspec's heads on JAX arrays, as tf.estimator
+2.15's heads do them: static shapes checked when traced (ValueError naming the argument
+and both shapes; the shape rules and the argument checks are ``jaxspec.rules.head_args``',
+shared with tf_bridge's heads), values checked where they are concrete."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,9 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxspec.heads.keys import Reduction
+from jaxspec.rules import head_args as rules
+from jaxspec.rules.head_keys import Reduction
 
-_LOSS_FN_ARGS = ("labels", "logits", "features", "loss_reduction")
+_SPARSE = ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue")
 
 
 def is_concrete(*trees: Any) -> bool:
@@ -26,46 +27,14 @@ def _shape(x: Any) -> tuple[int, ...]:
     return tuple(np.shape(x))
 
 
-def validate_loss_reduction(loss_reduction: Any) -> None:
-    """Raise ValueError unless ``loss_reduction`` is AUTO, SUM or SUM_OVER_BATCH_SIZE."""
-    if loss_reduction not in Reduction.all() or loss_reduction == Reduction.NONE:
-        raise ValueError(
-            f"loss_reduction must be one of {[r for r in Reduction.all() if r != Reduction.NONE]} "
-            f"(tf.losses.Reduction, NONE excluded), got {loss_reduction!r}."
-        )
-
-
-def _arg_names(fn: Callable[..., Any]) -> list[str]:
-    params = inspect.signature(fn).parameters.values()
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in params if p.kind in kinds]
-
-
-def validate_loss_fn_args(loss_fn: Callable[..., Any]) -> None:
-    """``loss_fn`` must declare ``labels`` and ``logits`` and may declare ``features`` and
-    ``loss_reduction``; ValueError otherwise (as TF)."""
-    names = _arg_names(loss_fn)
-    for required in ("labels", "logits"):
-        if required not in names:
-            raise ValueError(f"loss_fn must take an argument {required!r}; it takes {names}.")
-    extra = sorted(set(names) - set(_LOSS_FN_ARGS))
-    if extra:
-        raise ValueError(f"loss_fn takes arguments a head does not pass: {extra}.")
-
-
 def call_loss_fn(
     loss_fn: Callable[..., Any], labels: Any, logits: jax.Array, features: Any, expected_loss_dim: int
 ) -> jax.Array:
     """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] +
     (expected_loss_dim,)`` (ValueError naming both shapes otherwise)."""
-    kwargs = {"features": features} if "features" in _arg_names(loss_fn) else {}
+    kwargs = {"features": features} if "features" in rules.fn_args(loss_fn) else {}
     loss = jnp.asarray(loss_fn(labels=labels, logits=logits, **kwargs))
-    expected = _shape(logits)[:-1] + (expected_loss_dim,)
-    if _shape(loss) != expected:
-        raise ValueError(
-            f"loss_fn must return an array of shape [D0, ..., DN, {expected_loss_dim}]: "
-            f"logits shape {_shape(logits)}, expected loss shape {expected}, got {_shape(loss)}."
-        )
+    rules.check_loss_shape(_shape(loss), _shape(logits), expected_loss_dim)
     return loss
 
 
@@ -73,11 +42,7 @@ def check_logits(logits: Any, expected_dim: int) -> jax.Array:
     """Logits as float32 ``[D0, ..., DN, expected_dim]`` (rank >= 2), else ValueError."""
     if logits is None:
         raise ValueError("logits is required, got None.")
-    shape = _shape(logits)
-    if len(shape) < 2:
-        raise ValueError(f"logits must have rank at least 2, got rank {len(shape)} (shape {shape}).")
-    if shape[-1] != expected_dim:
-        raise ValueError(f"logits shape must be [D0, ..., DN, {expected_dim}], got {shape}.")
+    rules.check_logits_shape(_shape(logits), expected_dim)
     return jnp.asarray(logits, jnp.float32)
 
 
@@ -89,36 +54,12 @@ def check_labels(labels: Any, logits: Any, expected_dim: int) -> Any:
       ValueError: labels is None, sparse, of rank < 2, or of another shape (the message
         gives the expected and the actual shape).
     """
-    if labels is None:
-        raise ValueError(
-            "labels is required, got None: check that input_fn returns (features, labels) "
-            "and that the label feature is in the data."
-        )
-    if type(labels).__name__ in ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue"):
-        raise ValueError(
-            f"labels must be a dense array of shape [D0, ..., DN, {expected_dim}], got a sparse array."
-        )
-    if isinstance(labels, (list, tuple)):
+    rules.check_labels_present(labels, expected_dim, type(labels).__name__ in _SPARSE)
+    if isinstance(labels, (list, tuple)) or not hasattr(labels, "shape"):
         labels = np.asarray(labels)
-    if not hasattr(labels, "shape"):
-        labels = np.asarray(labels)
-    logits_shape = _shape(logits)
-    if labels.ndim == len(logits_shape) - 1:
+    if rules.labels_need_last_axis(_shape(labels), _shape(logits)):
         labels = labels[..., None]
-    shape = _shape(labels)
-    if len(shape) < 2:
-        raise ValueError(f"labels must have rank at least 2, got rank {len(shape)} (shape {shape}).")
-    if shape[-1] != expected_dim:
-        raise ValueError(
-            f"labels' last dimension must be {expected_dim}, got {shape[-1]} (labels shape {shape}); "
-            "check n_classes / label_dimension and the labels' shape."
-        )
-    expected = logits_shape[:-1] + (expected_dim,)
-    if shape != expected:
-        raise ValueError(
-            f"labels shape must be [D0, ..., DN, {expected_dim}] matching logits {logits_shape}: "
-            f"expected {expected}, got {shape}."
-        )
+    rules.check_labels_shape(_shape(labels), _shape(logits), expected_dim)
     return labels
 
 
@@ -191,19 +132,9 @@ def get_weights(
             f"weight column {weight_column!r} must be castable to float, got dtype {weights.dtype}."
         )
     weights = jnp.asarray(weights, jnp.float32)
-    w_shape, l_shape = _shape(weights), _shape(logits)
-    if len(w_shape) == len(l_shape) - 1:
-        if w_shape != l_shape[:-1]:
-            raise ValueError(
-                f"weights shape must be [D0, ..., DN] or [D0, ..., DN, 1] for logits {l_shape}, got {w_shape}."
-            )
-        return weights[..., None]
-    allowed = [l_shape[:-1] + (1,)] + ([l_shape] if allow_per_logit_weights else [])
-    if w_shape not in allowed:
-        per_logit = " or [D0, ..., DN, logits_dimension]" if allow_per_logit_weights else ""
-        raise ValueError(
-            f"weights shape must be [D0, ..., DN] or [D0, ..., DN, 1]{per_logit} for logits {l_shape}, got {w_shape}."
-        )
+    if rules.labels_need_last_axis(_shape(weights), _shape(logits)):
+        weights = weights[..., None]
+    rules.check_weights_shape(_shape(weights), _shape(logits), allow_per_logit_weights)
     return weights
 
 
@@ -232,10 +163,3 @@ def sum_regularization(regularization_losses: Sequence[Any]) -> jax.Array:
 def nan_unless(ok: jax.Array | None, value: jax.Array) -> jax.Array:
     """``value``, or NaN where a traced check ``ok`` failed."""
     return value if ok is None else jnp.where(ok, value, jnp.nan)
-
-
-def check_prediction_keys(keys: Sequence[str], valid: Sequence[str]) -> None:
-    """ValueError for a requested prediction key the head does not have."""
-    for key in keys:
-        if key not in valid:
-            raise ValueError(f"prediction key {key!r} is not one of this head's keys {list(valid)}.")

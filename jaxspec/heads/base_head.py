@@ -6,7 +6,6 @@ TRAIN, the new state; ``create_estimator_spec`` packs them into a jaxspec spec.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,9 +15,10 @@ import numpy as np
 import optax
 
 from jaxspec.heads import _checks
-from jaxspec.heads.keys import Reduction
 from jaxspec.mesh_axes import traced_replica_axis
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.head_args import HeadInterface
+from jaxspec.rules.head_keys import Reduction
 from jaxspec.spec import TPUEstimatorSpec
 
 REPLICA_AXIS = "replica"  # the mesh axis TPUEstimator(use_tpu=True) runs model_fn over, by default
@@ -37,69 +37,23 @@ def _is_leaf_array(x: Any) -> bool:
     return isinstance(x, jax.Array) or (isinstance(x, np.ndarray) and x.dtype.kind in "biuf")
 
 
-class Head(abc.ABC):
+class Head(HeadInterface):
     """The interface of a head (``tf.estimator.Head``); subclass it for your own head.
 
     A subclass defines ``name``, ``logits_dimension``, ``loss_reduction``, ``loss``,
-    ``predictions``, ``metrics``, ``update_metrics`` and ``_export_outputs``;
+    ``predictions``, ``metrics``, ``update_metrics`` (``jaxspec.rules.head_args.
+    HeadInterface``, the interface tf_bridge's heads share) and ``_export_outputs``;
     ``create_estimator_spec`` / ``create_tpu_estimator_spec`` come from this class.
-    JAX differences: metrics are jaxspec metric states (``metrics()`` gives the empty
-    states, ``update_metrics`` returns them merged with a batch), and TRAIN takes the
+    JAX differences: ``loss`` returns a float32 scalar array and ``predictions`` arrays;
+    metrics are jaxspec metric states (``metrics()`` gives the empty states,
+    ``update_metrics(eval_metrics, features, logits, labels, regularization_losses=None,
+    mode=None)`` returns them merged with a batch, as a new dict), and TRAIN takes the
     logits as a function of the parameters (see ``create_estimator_spec``).
     """
-
-    @property
-    @abc.abstractmethod
-    def name(self) -> str | None:
-        """The head's name (None for an unnamed head); suffixes its metric keys."""
-
-    @property
-    @abc.abstractmethod
-    def logits_dimension(self) -> int:
-        """The size of the logits' last axis."""
-
-    @property
-    @abc.abstractmethod
-    def loss_reduction(self) -> str:
-        """How the training loss is reduced over the batch (a ``Reduction`` value)."""
-
-    @abc.abstractmethod
-    def loss(
-        self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Any = None,
-    ) -> jax.Array:
-        """The regularized training loss, a float32 scalar."""
-
-    @abc.abstractmethod
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[Any, jax.Array]:
-        """The prediction arrays by key."""
-
-    @abc.abstractmethod
-    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
-        """The empty metric states by metric key."""
-
-    @abc.abstractmethod
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        regularization_losses: Any = None,
-        mode: Any = None,
-    ) -> dict[str, Any]:
-        """``eval_metrics`` merged with this batch's states (a new dict)."""
 
     def _export_outputs(self, predictions: dict[Any, jax.Array]) -> dict[str, Any]:
         """The PREDICT export outputs (jaxspec ExportOutputs by signature key)."""
         raise NotImplementedError(f"{type(self).__name__} defines no export outputs.")
-
-    def _summary_key(self, key: str) -> str:
-        return f"{key}/{self.name}" if self.name else key
 
     # -- specs -----------------------------------------------------------------------------
     def create_estimator_spec(

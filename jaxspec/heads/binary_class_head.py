@@ -3,7 +3,7 @@ logit per example."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -14,16 +14,17 @@ import optax
 from jaxspec import metrics as jmetrics
 from jaxspec.export import ClassificationOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import BinaryClassHeadArgs
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (
@@ -49,7 +50,7 @@ def all_class_ids(logits: jax.Array, n_classes: int) -> jax.Array:
     return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), (logits.shape[0], n_classes))
 
 
-class BinaryClassHead(Head):
+class BinaryClassHead(BinaryClassHeadArgs, Head):
     """Binary classification: one logit per example, sigmoid cross entropy, as
     ``tf.estimator.BinaryClassHead`` in TF 2.15.
 
@@ -78,45 +79,6 @@ class BinaryClassHead(Head):
       ValueError: label_vocabulary not a list/tuple, a threshold outside (0, 1), an
         invalid loss_reduction, loss_fn without labels/logits or with other arguments.
     """
-
-    def __init__(
-        self,
-        weight_column: str | None = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        if label_vocabulary is not None and not isinstance(label_vocabulary, (list, tuple)):
-            raise ValueError(
-                f"label_vocabulary must be a list or a tuple, got {type(label_vocabulary).__name__}."
-            )
-        thresholds = tuple(thresholds) if thresholds else ()
-        for t in thresholds:
-            if t <= 0.0 or t >= 1.0:
-                raise ValueError(f"thresholds must be in (0, 1), got {thresholds}.")
-        _checks.validate_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        self._weight_column = weight_column
-        self._thresholds = thresholds
-        self._label_vocabulary = label_vocabulary
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return 1
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def class_names(self) -> np.ndarray:
         """The class strings (the vocabulary, or ``'0'``, ``'1'``): ``classes[i]`` is
@@ -169,7 +131,7 @@ class BinaryClassHead(Head):
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
         """The predictions named by ``keys`` (all by default); see the class docstring."""
         if keys:
-            _checks.check_prediction_keys(keys, _PRED_KEYS)
+            check_prediction_keys(keys, _PRED_KEYS)
         keys = keys or _PRED_KEYS
         logits = _checks.check_logits(logits, 1)
         two_class = jnp.concatenate([jnp.zeros_like(logits), logits], axis=-1)

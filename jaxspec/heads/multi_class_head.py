@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -14,16 +14,17 @@ import optax
 from jaxspec import metrics as jmetrics
 from jaxspec.export import ClassificationOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiClassHeadArgs
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (
@@ -36,7 +37,7 @@ _PRED_KEYS = (
 )
 
 
-class MultiClassHead(Head):
+class MultiClassHead(MultiClassHeadArgs, Head):
     """Multi-class classification, as ``tf.estimator.MultiClassHead`` in TF 2.15.
 
     Eval metrics: ``average_loss``, ``accuracy`` (and ``regularization_loss``), suffixed
@@ -59,49 +60,6 @@ class MultiClassHead(Head):
       ValueError: n_classes None or <= 2, a vocabulary that is not a list/tuple of
         n_classes items, an invalid loss_reduction or loss_fn.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: str | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        if n_classes is None:
-            raise ValueError("n_classes is required, got None.")
-        if label_vocabulary is not None and not isinstance(label_vocabulary, (list, tuple)):
-            raise ValueError(
-                f"label_vocabulary must be a list or a tuple, got {type(label_vocabulary).__name__}."
-            )
-        if label_vocabulary is not None and len(label_vocabulary) != n_classes:
-            raise ValueError(
-                f"label_vocabulary must have n_classes={n_classes} items, got {len(label_vocabulary)}: {label_vocabulary}."
-            )
-        _checks.validate_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        if isinstance(n_classes, int) and n_classes <= 2:
-            raise ValueError(f"n_classes must be > 2, got {n_classes} (use BinaryClassHead for 2).")
-        self._n_classes = n_classes
-        self._weight_column = weight_column
-        self._label_vocabulary = label_vocabulary
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._n_classes
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def class_names(self) -> np.ndarray:
         """The class strings: ``class_names()[i]`` is TF's string for class id ``i``."""
@@ -153,7 +111,7 @@ class MultiClassHead(Head):
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
         """The predictions named by ``keys`` (all by default)."""
         if keys:
-            _checks.check_prediction_keys(keys, _PRED_KEYS)
+            check_prediction_keys(keys, _PRED_KEYS)
         keys = keys or _PRED_KEYS
         logits = _checks.check_logits(logits, self._n_classes)
         class_ids = jnp.argmax(logits, axis=-1)[..., None].astype(jnp.int32)

@@ -3,7 +3,6 @@ logits side by side on the last axis (or a dict by head name)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -12,15 +11,16 @@ import numpy as np
 
 from jaxspec.export import PredictOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput, prefixed_class_names
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput, prefixed_class_names
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.metrics import current_padding_mask, drop_padding
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.head_init import MultiHeadArgs
+from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.spec import TPUEstimatorSpec
 
 
-class MultiHead(Head):
+class MultiHead(MultiHeadArgs, Head):
     """Several heads trained together, as ``tf.estimator.MultiHead`` in TF 2.15.
 
     The loss is the sum of the heads' losses (each times its ``head_weights`` entry), plus
@@ -40,36 +40,6 @@ class MultiHead(Head):
       ValueError: no heads, a head without a name, head_weights of another length.
     """
 
-    def __init__(self, heads: Sequence[Head], head_weights: Sequence[float] | None = None) -> None:
-        if not heads:
-            raise ValueError(f"heads must name at least one head, got {heads!r}.")
-        if head_weights and len(head_weights) != len(heads):
-            raise ValueError(
-                f"heads and head_weights must have the same length, got {len(heads)} heads "
-                f"and {len(head_weights)} head_weights."
-            )
-        for head in heads:
-            if head.name is None:
-                raise ValueError(f"every head of a MultiHead needs a name; {head!r} has none.")
-        self._heads = tuple(heads)
-        self._head_weights = tuple(head_weights) if head_weights else ()
-
-    @property
-    def name(self) -> str:
-        return "_".join(h.name for h in self._heads)
-
-    @property
-    def logits_dimension(self) -> int:
-        return sum(h.logits_dimension for h in self._heads)
-
-    @property
-    def loss_reduction(self) -> str:
-        """The heads' common loss reduction (ValueError if they differ)."""
-        reductions = [h.loss_reduction for h in self._heads]
-        if len(set(reductions)) > 1:
-            raise ValueError(f"the heads of a MultiHead must share one loss_reduction, got {reductions}.")
-        return reductions[0]
-
     def _split_logits(self, logits: Any) -> dict[str, jax.Array]:
         dims = [h.logits_dimension for h in self._heads]
         shape = tuple(np.shape(logits))
@@ -85,25 +55,6 @@ class MultiHead(Head):
             start += d
         return out
 
-    def _check_logits_and_labels(self, logits: Any, labels: Any = None) -> dict[str, Any]:
-        names = [h.name for h in self._heads]
-        if isinstance(logits, dict):
-            missing = sorted(set(names) - set(logits))
-            if missing:
-                raise ValueError(f"logits has no values for head(s) {missing}.")
-            logits_dict = logits
-        else:
-            logits_dict = self._split_logits(logits)
-        if labels is not None:
-            if not isinstance(labels, dict):
-                raise ValueError(
-                    f"labels of a MultiHead must be a dict by head name, got {type(labels).__name__}."
-                )
-            missing = sorted(set(names) - set(labels))
-            if missing:
-                raise ValueError(f"labels has no values for head(s) {missing}.")
-        return logits_dict
-
     def loss(
         self,
         labels: Any,
@@ -113,7 +64,7 @@ class MultiHead(Head):
         regularization_losses: Any = None,
     ) -> jax.Array:
         """The (head-weighted) sum of the heads' losses plus the regularization losses."""
-        logits_dict = self._check_logits_and_labels(logits, labels)
+        logits_dict = self._logits_dict(logits, labels)
         losses = [h.loss(labels[h.name], logits_dict[h.name], features, mode) for h in self._heads]
         if self._head_weights:
             losses = [loss * w for loss, w in zip(losses, self._head_weights, strict=True)]
@@ -121,7 +72,7 @@ class MultiHead(Head):
 
     def predictions(self, logits: Any, keys: Any = None) -> dict[tuple[str, str], jax.Array]:
         """Every head's predictions, keyed ``(head name, key)``."""
-        logits_dict = self._check_logits_and_labels(logits)
+        logits_dict = self._logits_dict(logits)
         return {(h.name, k): v for h in self._heads for k, v in h.predictions(logits_dict[h.name]).items()}
 
     def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
@@ -150,7 +101,7 @@ class MultiHead(Head):
     ) -> dict[str, Any]:
         """``eval_metrics`` merged with the states of this batch. ``loss/<head>`` is the
         mean over batches of the head's loss (on the mesh, of each replica's rows)."""
-        logits_dict = self._check_logits_and_labels(logits, labels)
+        logits_dict = self._logits_dict(logits, labels)
         out = dict(eval_metrics)
         if regularization_losses is not None:
             key = self._summary_key(MetricKeys.LOSS_REGULARIZATION)
@@ -186,7 +137,7 @@ class MultiHead(Head):
                 features, mode, logits, labels, optimizer, trainable_variables, train_op_fn, update_ops,
                 regularization_losses,
             )  # fmt: skip
-        logits_dict = self._check_logits_and_labels(logits)
+        logits_dict = self._logits_dict(logits)
         export_outputs: dict[str, Any] = {}
         merged: dict[str, Any] = {}
         names: dict[str, Any] = {}

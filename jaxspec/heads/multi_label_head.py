@@ -3,7 +3,7 @@ per class, labels as a multi-hot indicator."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -13,36 +13,23 @@ import optax
 
 from jaxspec.export import ClassificationOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import ClassNamesPredictOutput
 from jaxspec.heads.base_head import Head
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiLabelHeadArgs
+from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 _PRED_KEYS = (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASSES)
 
 
-def _class_ids_for_metrics(classes: Any, label_vocabulary: Any, n_classes: int) -> tuple[int, ...]:
-    if not classes:
-        return ()
-    classes = tuple(classes)
-    if isinstance(classes[0], str):
-        if not label_vocabulary:
-            raise ValueError("classes_for_class_based_metrics given as strings need a label_vocabulary.")
-        return tuple(list(label_vocabulary).index(c) for c in classes)
-    for c in classes:
-        if c < 0 or c >= n_classes:
-            raise ValueError(f"classes_for_class_based_metrics must be in [0, {n_classes - 1}], got {c}.")
-    return classes
-
-
-class MultiLabelHead(Head):
+class MultiLabelHead(MultiLabelHeadArgs, Head):
     """Multi-label classification, as ``tf.estimator.MultiLabelHead`` in TF 2.15.
 
     The loss of an example is the mean over classes of the sigmoid cross entropy. Eval
@@ -72,56 +59,6 @@ class MultiLabelHead(Head):
       ValueError: n_classes < 2, a threshold outside (0, 1), a bad vocabulary, an invalid
         loss_reduction or loss_fn, class ids out of range or strings without vocabulary.
     """
-
-    def __init__(
-        self,
-        n_classes: int,
-        weight_column: str | None = None,
-        thresholds: Sequence[float] | None = None,
-        label_vocabulary: Sequence[str] | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        classes_for_class_based_metrics: Sequence[Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        if n_classes is None or n_classes < 2:
-            raise ValueError(f"n_classes must be > 1 for multi-label classification, got {n_classes}.")
-        thresholds = tuple(thresholds) if thresholds else ()
-        for t in thresholds:
-            if t <= 0.0 or t >= 1.0:
-                raise ValueError(f"thresholds must be in (0, 1), got {t}.")
-        if label_vocabulary is not None:
-            if not isinstance(label_vocabulary, (list, tuple)):
-                raise ValueError(
-                    f"label_vocabulary must be a list or tuple, got {type(label_vocabulary).__name__}."
-                )
-            if len(label_vocabulary) != n_classes:
-                raise ValueError(
-                    f"label_vocabulary must have n_classes={n_classes} items, got {len(label_vocabulary)}."
-                )
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        _checks.validate_loss_reduction(loss_reduction)
-        self._classes = _class_ids_for_metrics(classes_for_class_based_metrics, label_vocabulary, n_classes)
-        self._n_classes = n_classes
-        self._weight_column = weight_column
-        self._thresholds = thresholds
-        self._label_vocabulary = label_vocabulary
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._n_classes
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def class_names(self) -> np.ndarray:
         """The class strings: ``class_names()[i]`` is TF's string for class ``i``."""
@@ -191,7 +128,7 @@ class MultiLabelHead(Head):
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
         """The predictions named by ``keys`` (all by default)."""
         if keys:
-            _checks.check_prediction_keys(keys, _PRED_KEYS)
+            check_prediction_keys(keys, _PRED_KEYS)
         keys = keys or _PRED_KEYS
         logits = _checks.check_logits(logits, self._n_classes)
         values = {

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -13,17 +12,17 @@ import optax
 from jaxspec.export import PredictOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads.base_head import Head
-from jaxspec.heads.keys import (
+from jaxspec.rules.head_init import LogisticRegressionHeadArgs, PoissonRegressionHeadArgs, RegressionHeadArgs
+from jaxspec.rules.head_keys import (
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
-    Reduction,
 )
 
 
-class RegressionHead(Head):
+class RegressionHead(RegressionHeadArgs, Head):
     """Regression with squared error, as ``tf.estimator.RegressionHead`` in TF 2.15.
 
     Eval metrics: ``average_loss``, ``prediction/mean``, ``label/mean`` (and
@@ -44,39 +43,6 @@ class RegressionHead(Head):
     Raises:
       ValueError: label_dimension < 1, an invalid loss_reduction or loss_fn.
     """
-
-    def __init__(
-        self,
-        label_dimension: int = 1,
-        weight_column: str | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        loss_fn: Callable[..., Any] | None = None,
-        inverse_link_fn: Callable[[jax.Array], jax.Array] | None = None,
-        name: str | None = None,
-    ) -> None:
-        if label_dimension < 1:
-            raise ValueError(f"label_dimension must be >= 1, got {label_dimension}.")
-        _checks.validate_loss_reduction(loss_reduction)
-        if loss_fn:
-            _checks.validate_loss_fn_args(loss_fn)
-        self._logits_dimension = label_dimension
-        self._weight_column = weight_column
-        self._loss_reduction = loss_reduction
-        self._loss_fn = loss_fn
-        self._inverse_link_fn = inverse_link_fn
-        self._name = name
-
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def logits_dimension(self) -> int:
-        return self._logits_dimension
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
 
     def _unweighted_loss_and_weights(
         self, logits: jax.Array, labels: jax.Array, features: Any
@@ -186,7 +152,7 @@ def log_poisson_loss(targets: jax.Array, log_input: jax.Array, compute_full_loss
     return loss + jnp.where(small, 0.0, stirling)
 
 
-class PoissonRegressionHead(RegressionHead):
+class PoissonRegressionHead(PoissonRegressionHeadArgs, RegressionHead):
     """Poisson regression (``tf.estimator.PoissonRegressionHead``): logits are log-rates,
     the loss is ``log_poisson_loss``, predictions are ``exp(logits)``.
 
@@ -195,29 +161,13 @@ class PoissonRegressionHead(RegressionHead):
       compute_full_loss: add Stirling's term (default True, as TF).
     """
 
-    def __init__(
-        self,
-        label_dimension: int = 1,
-        weight_column: str | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        compute_full_loss: bool = True,
-        name: str | None = None,
-    ) -> None:
-        self._compute_full_loss = compute_full_loss
-        super().__init__(
-            label_dimension=label_dimension,
-            weight_column=weight_column,
-            loss_reduction=loss_reduction,
-            loss_fn=self._poisson_loss,
-            inverse_link_fn=jnp.exp,
-            name=name,
-        )
+    _exp = staticmethod(jnp.exp)  # the inverse link
 
     def _poisson_loss(self, labels: jax.Array, logits: jax.Array) -> jax.Array:
         return log_poisson_loss(labels, logits, self._compute_full_loss)
 
 
-class LogisticRegressionHead(RegressionHead):
+class LogisticRegressionHead(LogisticRegressionHeadArgs, RegressionHead):
     """Regression of a probability (``tf.estimator.LogisticRegressionHead``): labels in
     [0, 1], sigmoid cross entropy, predictions ``sigmoid(logits)``.
 
@@ -225,20 +175,7 @@ class LogisticRegressionHead(RegressionHead):
       weight_column, loss_reduction, name: as RegressionHead (label_dimension is 1).
     """
 
-    def __init__(
-        self,
-        weight_column: str | None = None,
-        loss_reduction: str = Reduction.SUM_OVER_BATCH_SIZE,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(
-            label_dimension=1,
-            weight_column=weight_column,
-            loss_reduction=loss_reduction,
-            loss_fn=self._logistic_loss,
-            inverse_link_fn=jax.nn.sigmoid,
-            name=name,
-        )
+    _sigmoid = staticmethod(jax.nn.sigmoid)  # the inverse link
 
     def _labels_ok(self, labels: jax.Array) -> Any:
         return _checks.labels_in_range(labels, 2, message="labels must be in [0, 1].")

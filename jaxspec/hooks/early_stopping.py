@@ -2,7 +2,8 @@
 
 The hooks read the scalars that ``evaluate`` writes to ``est.eval_dir()`` (TensorBoard
 event files) every ``run_every_secs`` seconds or ``run_every_steps`` steps and request
-a stop when their condition holds, as tf.estimator's do. With several processes,
+a stop when their condition holds, as tf.estimator's do. The conditions and the four
+``stop_if_*`` factories are ``jaxspec.rules.early_stopping``'s, shared with tf_bridge. With several processes,
 process 0 reads and decides, and the decision reaches every process after the same
 loop, so all stop at the same global step (tf.estimator's non-chief workers poll a stop
 variable instead).
@@ -13,21 +14,18 @@ from __future__ import annotations
 import collections
 import glob
 import logging
-import operator
 import os
 import struct
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 
 from jaxspec.hooks.timer import SecondOrStepTimer
+from jaxspec.rules.early_stopping import EarlyStoppingFactories
 from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-
-if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
-    from jaxspec.estimator import Estimator
 
 _log = logging.getLogger("jaxspec")
 
@@ -114,249 +112,27 @@ class _StopOnPredicateHook(SessionRunHook):
             run_context.request_stop()
 
 
-def make_early_stopping_hook(
-    estimator: Estimator,
-    should_stop_fn: Callable[[], bool],
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """A hook that stops training once ``should_stop_fn()`` returns True
-    (``tf.estimator.experimental.make_early_stopping_hook``).
-
-    Args:
-      estimator: the jaxspec Estimator (TPUEstimator, NPUEstimator) being trained.
-      should_stop_fn: ``() -> bool``, called on process 0 only.
-      run_every_secs: seconds between calls (float, default 60); the first loop of a
-        ``train`` call always calls it.
-      run_every_steps: or global steps between calls (int); set only one of the two.
-        Checks happen between loops, so with ``iterations_per_loop`` > 1 a check is due
-        at the first loop boundary past the interval.
-
-    Raises:
-      TypeError: ``estimator`` is not a jaxspec Estimator, or ``should_stop_fn`` is
-        not callable.
-      ValueError: both run_every_secs and run_every_steps are set.
-    """
+def _check_estimator(estimator: Any) -> None:
     # The hooks layer sits below the facades and does not import them: an Estimator
     # exists only once its module is loaded, so the class is looked up there.
     facade = sys.modules.get("jaxspec.estimator")
     if facade is None or not isinstance(estimator, facade.Estimator):
         raise TypeError(f"estimator must be a jaxspec Estimator, got {type(estimator).__name__}.")
-    if not callable(should_stop_fn):
-        raise TypeError(f"should_stop_fn must be callable, got {type(should_stop_fn).__name__}.")
-    if run_every_secs is not None and run_every_steps is not None:
-        raise ValueError("make_early_stopping_hook: set run_every_secs or run_every_steps, not both.")
-    return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps)
 
 
-def _metric(metrics: dict[str, float], name: str, eval_dir: str) -> float:
-    if name not in metrics:
-        raise KeyError(
-            f"metric_name {name!r} is not among the eval results in {eval_dir}: {sorted(metrics)}."
-        )
-    return metrics[name]
-
-
-def threshold_crossed(
-    read: Callable[[str], Any],
-    directory: str,
-    metric_name: str,
-    threshold: float,
-    higher: bool,
-    min_steps: int,
-) -> Callable[[], bool]:
-    """``() -> bool``: has an evaluation at global step >= ``min_steps`` reported
-    ``metric_name`` above (``higher``) or below ``threshold``? ``read(directory)`` gives
-    ``{global_step: {tag: value}}`` (``read_eval_metrics``). tf_bridge's hooks share it.
-
-    Raises (when called):
-      KeyError: an evaluation lacks ``metric_name`` (the known names are listed).
-    """
-    past = operator.gt if higher else operator.lt
-
-    def crossed() -> bool:
-        for step, metrics in read(directory).items():
-            value = _metric(metrics, metric_name, directory)
-            if step >= min_steps and past(value, threshold):
-                _log.info(
-                    "Early stopping: %r = %s at global step %d is %s the threshold %s.",
-                    metric_name,
-                    value,
-                    step,
-                    "above" if higher else "below",
-                    threshold,
-                )
-                return True
-        return False
-
-    return crossed
-
-
-def no_improvement(
-    read: Callable[[str], Any],
-    directory: str,
-    metric_name: str,
-    max_steps_without_improvement: int,
-    higher: bool,
-    min_steps: int,
-) -> Callable[[], bool]:
-    """``() -> bool``: has ``metric_name`` gone ``max_steps_without_improvement`` global
-    steps of evaluations (from ``min_steps`` on) without a new best (higher is better
-    with ``higher``)? ``read`` as in ``threshold_crossed``; tf_bridge's hooks share it.
-
-    Raises (when called):
-      KeyError: an evaluation lacks ``metric_name``.
-    """
-    better = operator.gt if higher else operator.lt
-
-    def stalled() -> bool:
-        best, best_step = None, None
-        for step, metrics in read(directory).items():
-            if step < min_steps:
-                continue
-            value = _metric(metrics, metric_name, directory)
-            if best is None or better(value, best):
-                best, best_step = value, step
-            if step - best_step >= max_steps_without_improvement:
-                _log.info(
-                    "Early stopping: %r has not %s for %d steps (best %s at global step %d; limit %d).",
-                    metric_name,
-                    "increased" if higher else "decreased",
-                    step - best_step,
-                    best,
-                    best_step,
-                    max_steps_without_improvement,
-                )
-                return True
-        return False
-
-    return stalled
-
-
-def _threshold_hook(
-    estimator: Estimator,
-    metric_name: str,
-    threshold: float,
-    higher: bool,
-    eval_dir: str | None,
-    min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
+def _build(
+    estimator: Any, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
 ) -> SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
-    crossed = threshold_crossed(read_eval_metrics, directory, metric_name, threshold, higher, min_steps)
-    return make_early_stopping_hook(estimator, crossed, run_every_secs, run_every_steps)
+    return _StopOnPredicateHook(should_stop_fn, every_secs, every_steps)
 
 
-def _no_improvement_hook(
-    estimator: Estimator,
-    metric_name: str,
-    max_steps_without_improvement: int,
-    higher: bool,
-    eval_dir: str | None,
-    min_steps: int,
-    run_every_secs: float | None,
-    run_every_steps: int | None,
-) -> SessionRunHook:
-    directory = eval_dir or estimator.eval_dir()
-    stalled = no_improvement(
-        read_eval_metrics, directory, metric_name, max_steps_without_improvement, higher, min_steps
-    )
-    return make_early_stopping_hook(estimator, stalled, run_every_secs, run_every_steps)
-
-
-def stop_if_higher_hook(
-    estimator: Estimator,
-    metric_name: str,
-    threshold: float,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """Stop once an evaluation at global step >= ``min_steps`` has ``metric_name`` >
-    ``threshold`` (``tf.estimator.experimental.stop_if_higher_hook``).
-
-    Args:
-      estimator: the Estimator being trained; its ``eval_dir()`` is read when
-        ``eval_dir`` is None.
-      metric_name: a scalar eval metric (``'loss'`` or a key of eval_metric_ops).
-      threshold: the value to exceed (float).
-      eval_dir: the directory of evaluation event files (``est.eval_dir(name)``).
-      min_steps: evaluations before this global step are ignored.
-      run_every_secs, run_every_steps: as ``make_early_stopping_hook``.
-
-    Raises:
-      KeyError: (when checked) an evaluation lacks ``metric_name`` (as TF).
-      ValueError: as
-        ``make_early_stopping_hook``.
-    """
-    return _threshold_hook(
-        estimator, metric_name, threshold, True, eval_dir, min_steps, run_every_secs, run_every_steps
-    )
-
-
-def stop_if_lower_hook(
-    estimator: Estimator,
-    metric_name: str,
-    threshold: float,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """Stop once an evaluation at global step >= ``min_steps`` has ``metric_name`` <
-    ``threshold`` (``tf.estimator.experimental.stop_if_lower_hook``); arguments and
-    errors as ``stop_if_higher_hook``."""
-    return _threshold_hook(
-        estimator, metric_name, threshold, False, eval_dir, min_steps, run_every_secs, run_every_steps
-    )
-
-
-def stop_if_no_increase_hook(
-    estimator: Estimator,
-    metric_name: str,
-    max_steps_without_increase: int,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """Stop once ``metric_name`` has not increased for ``max_steps_without_increase``
-    global steps: an evaluation that many steps after the best one (evaluations before
-    ``min_steps`` ignored), as ``tf.estimator.experimental.stop_if_no_increase_hook``;
-    other arguments and errors as ``stop_if_higher_hook``."""
-    return _no_improvement_hook(
-        estimator,
-        metric_name,
-        max_steps_without_increase,
-        True,
-        eval_dir,
-        min_steps,
-        run_every_secs,
-        run_every_steps,
-    )
-
-
-def stop_if_no_decrease_hook(
-    estimator: Estimator,
-    metric_name: str,
-    max_steps_without_decrease: int,
-    eval_dir: str | None = None,
-    min_steps: int = 0,
-    run_every_secs: float | None = 60,
-    run_every_steps: int | None = None,
-) -> SessionRunHook:
-    """Stop once ``metric_name`` has not decreased for ``max_steps_without_decrease``
-    global steps (``tf.estimator.experimental.stop_if_no_decrease_hook``); see
-    ``stop_if_no_increase_hook``."""
-    return _no_improvement_hook(
-        estimator,
-        metric_name,
-        max_steps_without_decrease,
-        False,
-        eval_dir,
-        min_steps,
-        run_every_secs,
-        run_every_steps,
-    )
+# ``make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
+# run_every_steps=None)``: should_stop_fn is called on process 0 only; the first loop of
+# a ``train`` call always calls it; checks happen between loops, so with
+# ``iterations_per_loop`` > 1 a check is due at the first loop boundary past the interval.
+_factories = EarlyStoppingFactories(_check_estimator, _build, read_eval_metrics)
+make_early_stopping_hook = _factories.make_early_stopping_hook
+stop_if_higher_hook = _factories.stop_if_higher_hook
+stop_if_lower_hook = _factories.stop_if_lower_hook
+stop_if_no_increase_hook = _factories.stop_if_no_increase_hook
+stop_if_no_decrease_hook = _factories.stop_if_no_decrease_hook

@@ -1,6 +1,5 @@
 """Warm starting: initialise state leaves from another model's checkpoint (the settings,
-``WarmStartSettings``, live in ``jaxspec.warm_start_settings``; importing them from here
-still works)."""
+``WarmStartSettings``, live in ``jaxspec.warm_start_settings``)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ import numpy as np
 from jaxspec._trees import named_leaves
 from jaxspec.spec.fn_types import State
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
-from jaxspec.warm_start_settings import WarmStartSettings, as_settings
+from jaxspec.warm_start_settings import WarmStartSettings
 
-__all__ = ["WarmStartSettings", "as_settings", "warm_start"]
+__all__ = ["warm_start"]
 
 _log = logging.getLogger("jaxspec")
 

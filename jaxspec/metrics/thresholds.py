@@ -211,28 +211,7 @@ class RecallAtThresholds(_CountsAtThresholds):
         return self._checked(self.tp / (KEPSILON + self.tp + self.fn))
 
 
-def _at_thresholds(
-    cls: type[_CountsAtThresholds],
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any,
-    what: str,
-) -> Any:
-    cut = tuple(float(t) for t in np.asarray(thresholds, np.float64).reshape(-1))
-    return cls(**counts_at(labels, predictions, weights, cut, what), thresholds=cut)
-
-
-def true_positives_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> TruePositivesAtThresholds:
-    """Weighted true positives at each threshold (``tf.compat.v1.metrics.true_positives_at_thresholds``).
+_AT_THRESHOLDS_DOC = """{summary} at each threshold (``tf.compat.v1.metrics.{name}``).
 
     Args:
       labels: array of predictions' shape (a trailing size-1 axis on one side is
@@ -241,175 +220,45 @@ def true_positives_at_thresholds(
       thresholds: sequence of floats, used in the given order; a prediction is positive
         at ``t`` when ``prediction > t``.
       weights: None or weights broadcastable to ``predictions`` (TF's rule).
+      metrics_collections, updates_collections, name: accepted for compatibility, unused.
 
     Returns:
-      A ``TruePositivesAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
+      A ``{state}`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
       prediction was outside [0, 1]).
 
     Raises:
       ValueError: shapes differ; weights do not broadcast; concrete predictions outside
         [0, 1] (TF raises InvalidArgumentError when run).
     """
-    return _at_thresholds(
-        TruePositivesAtThresholds, labels, predictions, thresholds, weights, "true_positives_at_thresholds"
-    )
 
 
-def false_positives_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> FalsePositivesAtThresholds:
-    """Weighted false positives at each threshold (``tf.compat.v1.metrics.false_positives_at_thresholds``).
+def _at_thresholds_factory(cls: type[_CountsAtThresholds], summary: str) -> Any:
+    """The metric function of ``cls`` (its ``from_batch`` names it): TF's signature,
+    the docstring of the table's row."""
+    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
 
-    Args:
-      labels: array of predictions' shape (a trailing size-1 axis on one side is
-        squeezed), read as booleans (non-zero is positive).
-      predictions: float array of values in [0, 1] (cast to float32).
-      thresholds: sequence of floats, used in the given order; a prediction is positive
-        at ``t`` when ``prediction > t``.
-      weights: None or weights broadcastable to ``predictions`` (TF's rule).
+    def factory(
+        labels: Any,
+        predictions: Any,
+        thresholds: Sequence[float],
+        weights: Any = None,
+        metrics_collections: Any = None,
+        updates_collections: Any = None,
+        name: str | None = None,
+    ) -> Any:
+        cut = tuple(float(t) for t in np.asarray(thresholds, np.float64).reshape(-1))
+        return cls(**counts_at(labels, predictions, weights, cut, function_name), thresholds=cut)
 
-    Returns:
-      A ``FalsePositivesAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
-      prediction was outside [0, 1]).
-
-    Raises:
-      ValueError: shapes differ; weights do not broadcast; concrete predictions outside
-        [0, 1] (TF raises InvalidArgumentError when run).
-    """
-    return _at_thresholds(
-        FalsePositivesAtThresholds, labels, predictions, thresholds, weights, "false_positives_at_thresholds"
-    )
+    factory.__name__ = factory.__qualname__ = function_name
+    factory.__doc__ = _AT_THRESHOLDS_DOC.format(summary=summary, name=function_name, state=cls.__name__)
+    return factory
 
 
-def true_negatives_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> TrueNegativesAtThresholds:
-    """Weighted true negatives at each threshold (``tf.compat.v1.metrics.true_negatives_at_thresholds``).
-
-    Args:
-      labels: array of predictions' shape (a trailing size-1 axis on one side is
-        squeezed), read as booleans (non-zero is positive).
-      predictions: float array of values in [0, 1] (cast to float32).
-      thresholds: sequence of floats, used in the given order; a prediction is positive
-        at ``t`` when ``prediction > t``.
-      weights: None or weights broadcastable to ``predictions`` (TF's rule).
-
-    Returns:
-      A ``TrueNegativesAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
-      prediction was outside [0, 1]).
-
-    Raises:
-      ValueError: shapes differ; weights do not broadcast; concrete predictions outside
-        [0, 1] (TF raises InvalidArgumentError when run).
-    """
-    return _at_thresholds(
-        TrueNegativesAtThresholds, labels, predictions, thresholds, weights, "true_negatives_at_thresholds"
-    )
-
-
-def false_negatives_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> FalseNegativesAtThresholds:
-    """Weighted false negatives at each threshold (``tf.compat.v1.metrics.false_negatives_at_thresholds``).
-
-    Args:
-      labels: array of predictions' shape (a trailing size-1 axis on one side is
-        squeezed), read as booleans (non-zero is positive).
-      predictions: float array of values in [0, 1] (cast to float32).
-      thresholds: sequence of floats, used in the given order; a prediction is positive
-        at ``t`` when ``prediction > t``.
-      weights: None or weights broadcastable to ``predictions`` (TF's rule).
-
-    Returns:
-      A ``FalseNegativesAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
-      prediction was outside [0, 1]).
-
-    Raises:
-      ValueError: shapes differ; weights do not broadcast; concrete predictions outside
-        [0, 1] (TF raises InvalidArgumentError when run).
-    """
-    return _at_thresholds(
-        FalseNegativesAtThresholds, labels, predictions, thresholds, weights, "false_negatives_at_thresholds"
-    )
-
-
-def precision_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> PrecisionAtThresholds:
-    """``tp / (1e-7 + tp + fp)`` at each threshold (``tf.compat.v1.metrics.precision_at_thresholds``).
-
-    Args:
-      labels: array of predictions' shape (a trailing size-1 axis on one side is
-        squeezed), read as booleans (non-zero is positive).
-      predictions: float array of values in [0, 1] (cast to float32).
-      thresholds: sequence of floats, used in the given order; a prediction is positive
-        at ``t`` when ``prediction > t``.
-      weights: None or weights broadcastable to ``predictions`` (TF's rule).
-
-    Returns:
-      A ``PrecisionAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
-      prediction was outside [0, 1]).
-
-    Raises:
-      ValueError: shapes differ; weights do not broadcast; concrete predictions outside
-        [0, 1] (TF raises InvalidArgumentError when run).
-    """
-    return _at_thresholds(
-        PrecisionAtThresholds, labels, predictions, thresholds, weights, "precision_at_thresholds"
-    )
-
-
-def recall_at_thresholds(
-    labels: Any,
-    predictions: Any,
-    thresholds: Sequence[float],
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> RecallAtThresholds:
-    """``tp / (1e-7 + tp + fn)`` at each threshold (``tf.compat.v1.metrics.recall_at_thresholds``).
-
-    Args:
-      labels: array of predictions' shape (a trailing size-1 axis on one side is
-        squeezed), read as booleans (non-zero is positive).
-      predictions: float array of values in [0, 1] (cast to float32).
-      thresholds: sequence of floats, used in the given order; a prediction is positive
-        at ``t`` when ``prediction > t``.
-      weights: None or weights broadcastable to ``predictions`` (TF's rule).
-
-    Returns:
-      A ``RecallAtThresholds`` state; value float32 ``[len(thresholds)]`` (NaN if a traced
-      prediction was outside [0, 1]).
-
-    Raises:
-      ValueError: shapes differ; weights do not broadcast; concrete predictions outside
-        [0, 1] (TF raises InvalidArgumentError when run).
-    """
-    return _at_thresholds(
-        RecallAtThresholds, labels, predictions, thresholds, weights, "recall_at_thresholds"
-    )
+# tf.compat.v1.metrics' ``*_at_thresholds``: the state class (whose ``compute`` is the
+# value) and the docstring's summary, one row each.
+true_positives_at_thresholds = _at_thresholds_factory(TruePositivesAtThresholds, "Weighted true positives")
+false_positives_at_thresholds = _at_thresholds_factory(FalsePositivesAtThresholds, "Weighted false positives")
+true_negatives_at_thresholds = _at_thresholds_factory(TrueNegativesAtThresholds, "Weighted true negatives")
+false_negatives_at_thresholds = _at_thresholds_factory(FalseNegativesAtThresholds, "Weighted false negatives")
+precision_at_thresholds = _at_thresholds_factory(PrecisionAtThresholds, "``tp / (1e-7 + tp + fp)``")
+recall_at_thresholds = _at_thresholds_factory(RecallAtThresholds, "``tp / (1e-7 + tp + fn)``")

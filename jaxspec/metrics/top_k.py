@@ -146,41 +146,97 @@ def _precision_recall(
     return jnp.sum(tp * w), jnp.sum(fp * w), jnp.sum(fn * w)
 
 
-def precision_at_k(
-    labels: Any,
-    predictions: Any,
-    k: int,
-    class_id: int | None = None,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> PrecisionAtK:
-    """Precision of the k highest-scored classes against the labels
-    (``tf.compat.v1.metrics.precision_at_k``): retrieved ids that are labels, over ids
-    retrieved, summed over rows.
+_TOP_K_DOC = """{summary} (``tf.compat.v1.metrics.{name}``).
 
     Args:
       labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
         (see the module docstring for padding ids and duplicates).
-      predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken.
-      k: number of top classes, 1 <= k <= num_classes.
+      {ranked}
       class_id: None to count every class, or the one class id to count (the others
         are ignored, as TF).
       weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
         or matching).
+      metrics_collections, updates_collections, name: accepted for compatibility, unused.
 
     Returns:
-      A ``PrecisionAtK`` state; value a float32 scalar, NaN when nothing was retrieved
-      (class_id never in the top k), as TF.
+      A ``{state}`` state; value a float32 scalar, NaN when {nan}, as TF.
 
     Raises:
-      ValueError: k < 1 or k > num_classes; label rank does not fit; weights do not
-        broadcast.
+      ValueError: {raises}label rank does not fit; weights do not broadcast.
     """
-    ids = _top_k(predictions, k)
-    tp, fp, _ = _precision_recall(labels, ids, class_id, weights)
-    return PrecisionAtK(tp=tp, fp=fp, k=int(k), class_id=class_id)
+_BY_SCORES = """predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken.
+      k: number of top classes, 1 <= k <= num_classes."""
+_BY_IDS = """predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``.
+      k: names the metric only (as in TF); every id in ``predictions_idx`` counts
+        (duplicates once)."""
+
+
+def _top_k_factory(cls: type[Metric], summary: str, by_ids: bool, nan: str) -> Any:
+    """The metric function of ``cls`` (precision or recall, from scores or from ids):
+    TF's signature, the docstring of the table's row."""
+    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
+    other = "fp" if "fp" in cls.__dataclass_fields__ else "fn"
+
+    def state(labels: Any, ids: jax.Array, k: int | None, class_id: int | None, weights: Any) -> Any:
+        tp, fp, fn = _precision_recall(labels, ids, class_id, weights)
+        return cls(tp=tp, **{other: fp if other == "fp" else fn}, k=k, class_id=class_id)
+
+    if by_ids:
+
+        def factory(
+            labels: Any,
+            predictions_idx: Any,
+            k: int | None = None,
+            class_id: int | None = None,
+            weights: Any = None,
+            metrics_collections: Any = None,
+            updates_collections: Any = None,
+            name: str | None = None,
+        ) -> Any:
+            return state(labels, jnp.asarray(predictions_idx), k, class_id, weights)
+
+    else:
+
+        def factory(  # type: ignore[misc]
+            labels: Any,
+            predictions: Any,
+            k: int,
+            class_id: int | None = None,
+            weights: Any = None,
+            metrics_collections: Any = None,
+            updates_collections: Any = None,
+            name: str | None = None,
+        ) -> Any:
+            return state(labels, _top_k(predictions, k), int(k), class_id, weights)
+
+    factory.__name__ = factory.__qualname__ = function_name
+    factory.__doc__ = _TOP_K_DOC.format(
+        summary=summary,
+        name=function_name,
+        ranked=_BY_IDS if by_ids else _BY_SCORES,
+        state=cls.__name__,
+        nan=nan,
+        raises="" if by_ids else "k < 1 or k > num_classes; ",
+    )
+    return factory
+
+
+# tf.compat.v1.metrics' top-k precision and recall: the state class, the docstring's
+# summary, whether the classes come as ids (else the top k of scores), when it is NaN.
+_RETRIEVED = "retrieved ids that are labels, over ids retrieved, summed over rows"
+_FOUND = "labels retrieved over labels, summed over rows"
+precision_at_k = _top_k_factory(
+    PrecisionAtK, f"Precision of the k highest-scored classes: {_RETRIEVED}", False, "nothing was retrieved"
+)
+precision_at_top_k = _top_k_factory(
+    PrecisionAtTopK, f"Precision of given top-k ids: {_RETRIEVED}", True, "nothing was retrieved"
+)
+recall_at_k = _top_k_factory(
+    RecallAtK, f"Recall of the k highest-scored classes: {_FOUND}", False, "there was no label (of class_id)"
+)
+recall_at_top_k = _top_k_factory(
+    RecallAtTopK, f"Recall of given top-k ids: {_FOUND}", True, "there was no label (of class_id)"
+)
 
 
 def sparse_precision_at_k(
@@ -195,111 +251,6 @@ def sparse_precision_at_k(
 ) -> PrecisionAtK:
     """Deprecated alias of ``precision_at_k`` (``tf.compat.v1.metrics.sparse_precision_at_k``)."""
     return precision_at_k(labels, predictions, k, class_id, weights)
-
-
-def precision_at_top_k(
-    labels: Any,
-    predictions_idx: Any,
-    k: int | None = None,
-    class_id: int | None = None,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> PrecisionAtTopK:
-    """Precision of given top-k ids against the labels
-    (``tf.compat.v1.metrics.precision_at_top_k``). As in TF, ``k`` only names the metric:
-    every id in ``predictions_idx`` counts (duplicates once).
-
-    Args:
-      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
-        (see the module docstring for padding ids and duplicates).
-      predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``.
-      k: names the metric only (as in TF); every id in ``predictions_idx`` counts.
-      class_id: None to count every class, or the one class id to count (the others
-        are ignored, as TF).
-      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
-        or matching).
-
-    Returns:
-      A ``PrecisionAtTopK`` state; value a float32 scalar (NaN if nothing retrieved).
-
-    Raises:
-      ValueError: label rank does not fit; weights do not broadcast.
-    """
-    ids = jnp.asarray(predictions_idx)
-    tp, fp, _ = _precision_recall(labels, ids, class_id, weights)
-    return PrecisionAtTopK(tp=tp, fp=fp, k=k, class_id=class_id)
-
-
-def recall_at_k(
-    labels: Any,
-    predictions: Any,
-    k: int,
-    class_id: int | None = None,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> RecallAtK:
-    """Recall of the k highest-scored classes (``tf.compat.v1.metrics.recall_at_k``):
-    labels retrieved over labels, summed over rows.
-
-    Args:
-      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
-        (see the module docstring for padding ids and duplicates).
-      predictions: float scores ``[D1, ..., DN, num_classes]``; the top k are taken.
-      k: number of top classes, 1 <= k <= num_classes.
-      class_id: None to count every class, or the one class id to count (the others
-        are ignored, as TF).
-      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
-        or matching).
-
-    Returns:
-      A ``RecallAtK`` state; value a float32 scalar, NaN when there was no label (of
-      class_id), as TF.
-
-    Raises:
-      ValueError: k < 1 or k > num_classes; label rank does not fit; weights do not
-        broadcast.
-    """
-    ids = _top_k(predictions, k)
-    tp, _, fn = _precision_recall(labels, ids, class_id, weights)
-    return RecallAtK(tp=tp, fn=fn, k=int(k), class_id=class_id)
-
-
-def recall_at_top_k(
-    labels: Any,
-    predictions_idx: Any,
-    k: int | None = None,
-    class_id: int | None = None,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
-    name: str | None = None,
-) -> RecallAtTopK:
-    """Recall of given top-k ids (``tf.compat.v1.metrics.recall_at_top_k``); ``k`` only
-    names the metric, as in TF.
-
-    Args:
-      labels: int array ``[D1, ..., DN, num_labels]`` or ``[D1, ..., DN]`` of class ids
-        (see the module docstring for padding ids and duplicates).
-      predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.top_k``.
-      k: names the metric only (as in TF); every id in ``predictions_idx`` counts.
-      class_id: None to count every class, or the one class id to count (the others
-        are ignored, as TF).
-      weights: None or weights broadcastable to ``[D1, ..., DN]`` (rank 0 or N, axes 1
-        or matching).
-
-    Returns:
-      A ``RecallAtTopK`` state; value a float32 scalar (NaN if no label).
-
-    Raises:
-      ValueError: label rank does not fit; weights do not broadcast.
-    """
-    ids = jnp.asarray(predictions_idx)
-    tp, _, fn = _precision_recall(labels, ids, class_id, weights)
-    return RecallAtTopK(tp=tp, fn=fn, k=k, class_id=class_id)
 
 
 class AveragePrecisionAtK(Metric):

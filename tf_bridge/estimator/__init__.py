@@ -7,7 +7,8 @@ them. Each name is tf_bridge's implementation, or TensorFlow's own where
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.canned import (
+from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.runtime.canned import (
     DNNClassifier,
     DNNLinearCombinedClassifier,
     DNNLinearCombinedRegressor,
@@ -15,9 +16,8 @@ from tf_bridge.canned import (
     LinearClassifier,
     LinearRegressor,
 )
-from tf_bridge.canned.parsing_utils import classifier_parse_example_spec, regressor_parse_example_spec
-from tf_bridge.estimator import experimental, export, tpu
-from tf_bridge.heads import (
+from tf_bridge.runtime.canned.parsing_utils import classifier_parse_example_spec, regressor_parse_example_spec
+from tf_bridge.runtime.heads import (
     BinaryClassHead,
     Head,
     LogisticRegressionHead,
@@ -27,10 +27,10 @@ from tf_bridge.heads import (
     PoissonRegressionHead,
     RegressionHead,
 )
-from tf_bridge.run_config import RunConfig
-from tf_bridge.runner.estimator import Estimator, WarmStartSettings
-from tf_bridge.spec import EstimatorSpec
-from tf_bridge.training import (
+from tf_bridge.runtime.run_config import RunConfig
+from tf_bridge.runtime.runner.estimator import Estimator, WarmStartSettings
+from tf_bridge.runtime.spec import EstimatorSpec
+from tf_bridge.runtime.training import (
     BestExporter,
     EvalSpec,
     Exporter,

@@ -1,6 +1,7 @@
 """``tf.estimator.experimental``'s names that tf_bridge implements."""
 
-from tf_bridge.hooks import (
+from tf_bridge.export.receivers import build_raw_supervised_input_receiver_fn
+from tf_bridge.runtime.hooks import (
     InMemoryEvaluatorHook,
     make_early_stopping_hook,
     make_stop_at_checkpoint_step_hook,
@@ -9,7 +10,6 @@ from tf_bridge.hooks import (
     stop_if_no_decrease_hook,
     stop_if_no_increase_hook,
 )
-from tf_bridge.receivers import build_raw_supervised_input_receiver_fn
 
 __all__ = [
     "InMemoryEvaluatorHook",

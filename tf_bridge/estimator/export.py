@@ -2,13 +2,13 @@
 
 from tensorflow.python.saved_model.model_utils.export_output import EvalOutput
 
-from tf_bridge.receivers import (
+from tf_bridge.export.receivers import (
     ServingInputReceiver,
     TensorServingInputReceiver,
     build_parsing_serving_input_receiver_fn,
     build_raw_serving_input_receiver_fn,
 )
-from tf_bridge.spec import ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput
+from tf_bridge.runtime.spec import ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput
 
 __all__ = [
     "ClassificationOutput",

@@ -1,0 +1,231 @@
+"""``BinaryClassHead`` (``tf.estimator.BinaryClassHead``): one logit per example, sigmoid
+cross entropy, tf.estimator's metrics, predictions and export outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from jaxspec.rules import head_keys
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import BinaryClassHeadArgs
+from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
+from tf_bridge.runtime.heads import _checks, base
+from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
+
+P = PredictionKeys
+_VALID_KEYS = (P.LOGITS, P.LOGISTIC, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
+
+
+class BinaryClassHead(BinaryClassHeadArgs, base.Head):
+    """Binary classification with sigmoid cross entropy (``tf.estimator.BinaryClassHead``).
+
+    Args:
+      weight_column: None, a feature key (str) or a ``tf.feature_column.numeric_column``
+        giving per-example weights ``[D0, ..., DN]`` or ``[D0, ..., DN, 1]``.
+      thresholds: probabilities in (0, 1); each adds accuracy/precision/recall metrics at it
+        (``accuracy/positive_threshold_<t>``, ...).
+      label_vocabulary: list/tuple of the two class names; labels are then those strings.
+        Without it labels are 0/1 (int or float).
+      loss_reduction: ``'sum_over_batch_size'`` (default), ``'sum'`` or ``'auto'``
+        (``tf_keras.losses.Reduction``; TF 2.15 took ``tf.losses.Reduction``, the same strings).
+      loss_fn: ``(labels, logits[, features]) -> [D0, ..., DN, 1]`` unweighted losses,
+        replacing sigmoid cross entropy.
+      name: suffix of the metric keys and the name scope; required inside a MultiHead.
+
+    Raises:
+      ValueError: a label_vocabulary that is not a list/tuple, a threshold outside (0, 1),
+        an unknown loss_reduction, or a loss_fn without ``labels``/``logits`` or with other
+        arguments.
+    """
+
+    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+        """float32 0/1 labels ``[D0, ..., DN, 1]``."""
+        labels = _checks.check_labels(labels, logits, 1)
+        if self._label_vocabulary is not None:
+            labels = base.string_labels(labels, self._label_vocabulary)
+        labels = tf.cast(labels, tf.float32)
+        return _checks.check_label_range(labels, 2, message="labels must be 0 or 1 (or in label_vocabulary)")
+
+    def _unweighted_loss_and_weights(
+        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
+        if self._loss_fn:
+            loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
+        else:
+            loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+        return loss, _checks.weights_for(features, self._weight_column, logits)
+
+    def loss(
+        self,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
+        features: Any = None,
+        mode: Any = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> tf.Tensor:
+        """The scalar training loss: weighted sigmoid cross entropy (or ``loss_fn``) reduced
+        by ``loss_reduction``, plus the regularization losses.
+
+        Args:
+          labels: ``[D0, ..., DN, 1]`` or ``[D0, ..., DN]``: 0/1, or the vocabulary's strings.
+          logits: float ``[D0, ..., DN, 1]``.
+          features: dict holding the weight column, if any.
+          mode: unused.
+          regularization_losses: list of scalar tensors, or None.
+
+        Raises:
+          ValueError: bad logits/labels/weights shape or dtype (eager, or static shapes),
+            a label outside {0, 1} (eager).
+          tf.errors.InvalidArgumentError: (graph) a label outside {0, 1} or the vocabulary,
+            or a shape unknown until run time that is wrong.
+        """
+        del mode
+        with tf.name_scope("losses"):
+            logits = _checks.check_logits(logits, 1)
+            labels = self._labels(logits, labels)
+            unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
+            return base.add_regularization(loss, regularization_losses)
+
+    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+        """``logits`` [.., 1], ``logistic`` [.., 1], ``probabilities`` [.., 2], ``class_ids``
+        int64 [.., 1], ``classes`` string [.., 1], ``all_class_ids`` int32 [batch, 2],
+        ``all_classes`` string [batch, 2]; only ``keys`` when given (ValueError for another key)."""
+        if keys:
+            check_prediction_keys(keys, _VALID_KEYS)
+        else:
+            keys = _VALID_KEYS
+        logits = _checks.check_logits(logits, 1)
+        out: dict[str, tf.Tensor] = {}
+        with tf.name_scope("predictions"):
+            if P.LOGITS in keys:
+                out[P.LOGITS] = logits
+            if P.LOGISTIC in keys:
+                out[P.LOGISTIC] = tf.math.sigmoid(logits, name=P.LOGISTIC)
+            two = tf.concat([tf.zeros_like(logits), logits], axis=-1, name="two_class_logits")
+            if P.PROBABILITIES in keys:
+                out[P.PROBABILITIES] = tf.nn.softmax(two, name=P.PROBABILITIES)
+            if P.CLASS_IDS in keys or P.CLASSES in keys:
+                class_ids = tf.expand_dims(tf.math.argmax(two, axis=-1, name=P.CLASS_IDS), -1)
+                if P.CLASS_IDS in keys:
+                    out[P.CLASS_IDS] = class_ids
+                if P.CLASSES in keys:
+                    if self._label_vocabulary is not None:
+                        out[P.CLASSES] = base.class_name_lookup(self._label_vocabulary, class_ids)
+                    else:
+                        out[P.CLASSES] = tf.strings.as_string(class_ids, name="str_classes")
+            if P.ALL_CLASS_IDS in keys:
+                out[P.ALL_CLASS_IDS] = base.all_class_ids(logits, 2)
+            if P.ALL_CLASSES in keys:
+                out[P.ALL_CLASSES] = base.all_classes(logits, 2, self._label_vocabulary)
+        return out
+
+    def _threshold_keys(self, pattern: str) -> list[str]:
+        return [self._summary_key(pattern % t) for t in self._thresholds]
+
+    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Fresh tf_keras metrics under tf.estimator's keys (``average_loss``, ``accuracy``,
+        ``precision``, ``recall``, ``prediction/mean``, ``label/mean``,
+        ``accuracy_baseline``, ``auc``, ``auc_precision_recall``, ``regularization_loss``
+        with regularization losses, and the threshold keys), each ``/name``-suffixed."""
+        m, k = base.keras_metrics(), MetricKeys
+        key = self._summary_key
+        out = {
+            key(k.LOSS_MEAN): m.Mean(name=k.LOSS_MEAN),
+            key(k.ACCURACY): m.Accuracy(name=k.ACCURACY),
+            key(k.PRECISION): m.Precision(name=k.PRECISION),
+            key(k.RECALL): m.Recall(name=k.RECALL),
+            key(k.PREDICTION_MEAN): m.Mean(name=k.PREDICTION_MEAN),
+            key(k.LABEL_MEAN): m.Mean(name=k.LABEL_MEAN),
+            key(k.ACCURACY_BASELINE): m.Mean(name=k.ACCURACY_BASELINE),
+            key(k.AUC): m.AUC(name=k.AUC),
+            key(k.AUC_PR): m.AUC(curve="PR", name=k.AUC_PR),
+        }
+        if regularization_losses is not None:
+            out[key(k.LOSS_REGULARIZATION)] = m.Mean(name=k.LOSS_REGULARIZATION)
+        for t, acc, prec, rec in zip(
+            self._thresholds,
+            self._threshold_keys(k.ACCURACY_AT_THRESHOLD),
+            self._threshold_keys(k.PRECISION_AT_THRESHOLD),
+            self._threshold_keys(k.RECALL_AT_THRESHOLD),
+            strict=True,
+        ):
+            out[acc] = m.BinaryAccuracy(name=acc, threshold=t)
+            out[prec] = m.Precision(name=prec, thresholds=t)
+            out[rec] = m.Recall(name=rec, thresholds=t)
+        return out
+
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Any],
+        features: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> dict[str, Any]:
+        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
+        k, key = MetricKeys, self._summary_key
+        class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
+        logits = _checks.check_logits(logits, 1)
+        labels = self._labels(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
+        logistic = self.predictions(logits, [P.LOGISTIC])[P.LOGISTIC]
+        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
+        for name in (k.ACCURACY, k.PRECISION, k.RECALL):
+            eval_metrics[key(name)].update_state(y_true=labels, y_pred=class_ids, sample_weight=weights)
+        base.update_mean(eval_metrics[key(k.PREDICTION_MEAN)], logistic, weights)
+        label_mean = eval_metrics[key(k.LABEL_MEAN)]
+        base.update_mean(label_mean, labels, weights)
+        baseline = eval_metrics[key(k.ACCURACY_BASELINE)]
+        # accuracy_baseline: the weighted share of the more frequent class, read from label/mean.
+        baseline.add_update(tf.no_op())
+        baseline.total = tf.math.maximum(label_mean.total, label_mean.count - label_mean.total)
+        baseline.count = label_mean.count
+        for name in (k.AUC, k.AUC_PR):
+            eval_metrics[key(name)].update_state(
+                y_true=labels, y_pred=logistic, sample_weight=base.broadcast_weights(weights, logistic)
+            )
+        total = base.regularization_total(regularization_losses)
+        if total is not None:
+            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
+        for pattern in (k.ACCURACY_AT_THRESHOLD, k.PRECISION_AT_THRESHOLD, k.RECALL_AT_THRESHOLD):
+            for name in self._threshold_keys(pattern):
+                eval_metrics[name].update_state(y_true=labels, y_pred=logistic, sample_weight=weights)
+        return eval_metrics
+
+    def _create_tpu_estimator_spec(
+        self,
+        features: Any,
+        mode: str,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
+        optimizer: Any = None,
+        trainable_variables: Sequence[Any] | None = None,
+        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
+        update_ops: Sequence[Any] | None = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> TPUEstimatorSpec:
+        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
+        (ClassificationOutput of the probabilities and the class names), ``regression``
+        (the logistic) and ``predict`` (every prediction)."""
+        with tf.name_scope(self._name or "head"):
+            predictions = self.predictions(logits)
+            if mode == ModeKeys.PREDICT:
+                classify = base.classification_output(predictions[P.PROBABILITIES], 2, self._label_vocabulary)
+                return TPUEstimatorSpec(
+                    mode=ModeKeys.PREDICT,
+                    predictions=predictions,
+                    export_outputs={
+                        head_keys.DEFAULT_SERVING_KEY: classify,
+                        head_keys.CLASSIFY_SERVING_KEY: classify,
+                        head_keys.REGRESS_SERVING_KEY: RegressionOutput(value=predictions[P.LOGISTIC]),
+                        head_keys.PREDICT_SERVING_KEY: PredictOutput(predictions),
+                    },
+                )
+            return base.train_or_eval_spec(
+                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
+                train_op_fn, update_ops, regularization_losses,
+            )  # fmt: skip

@@ -1,0 +1,201 @@
+"""``MultiClassHead`` (``tf.estimator.MultiClassHead``): one logit per class, softmax cross
+entropy, tf.estimator's metrics, predictions and export outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from jaxspec.rules.head_args import check_prediction_keys
+from jaxspec.rules.head_init import MultiClassHeadArgs
+from jaxspec.rules.head_keys import (
+    CLASSIFY_SERVING_KEY,
+    DEFAULT_SERVING_KEY,
+    PREDICT_SERVING_KEY,
+    MetricKeys,
+    PredictionKeys,
+)
+from tf_bridge.runtime.heads import _checks, base
+from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
+
+P = PredictionKeys
+_VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
+
+
+class MultiClassHead(MultiClassHeadArgs, base.Head):
+    """Single-label classification over ``n_classes`` > 2 classes with softmax cross
+    entropy (``tf.estimator.MultiClassHead``).
+
+    Args:
+      n_classes: the number of classes, > 2 (use BinaryClassHead for 2).
+      weight_column: None, a feature key (str) or a ``tf.feature_column.numeric_column``
+        giving per-example weights ``[D0, ..., DN]`` or ``[D0, ..., DN, 1]``.
+      label_vocabulary: list/tuple of ``n_classes`` class names; labels are then those
+        strings. Without it labels are integer class ids in ``[0, n_classes)``.
+      loss_reduction: ``'sum_over_batch_size'`` (default), ``'sum'`` or ``'auto'``.
+      loss_fn: ``(labels, logits[, features]) -> [D0, ..., DN, 1]`` unweighted losses; it
+        gets the int class ids ``[D0, ..., DN, 1]`` as labels.
+      name: suffix of the metric keys and the name scope; required inside a MultiHead.
+
+    Raises:
+      ValueError: n_classes None or <= 2, a label_vocabulary that is not a list/tuple or
+        not of length n_classes, an unknown loss_reduction, or a bad loss_fn.
+    """
+
+    def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+        """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
+        labels = _checks.check_labels(labels, logits, 1)
+        if self._label_vocabulary is None:
+            if not labels.dtype.is_integer:
+                raise ValueError(
+                    f"labels must be integer class ids (no label_vocabulary); got dtype {labels.dtype.name}."
+                )
+            ids = labels
+        else:
+            ids = base.string_labels(labels, self._label_vocabulary)
+        return _checks.check_label_range(
+            ids,
+            self._n_classes,
+            message=f"labels must be class ids in [0, {self._n_classes - 1}] (or in label_vocabulary)",
+        )
+
+    def _unweighted_loss_and_weights(
+        self, logits: tf.Tensor, label_ids: tf.Tensor, features: Any
+    ) -> tuple[tf.Tensor, tf.Tensor | float]:
+        if self._loss_fn:
+            loss = _checks.call_loss_fn(self._loss_fn, label_ids, logits, features, 1)
+        else:
+            loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=tf.squeeze(label_ids, -1), logits=logits
+            )
+            loss = tf.expand_dims(loss, -1)
+        return loss, _checks.weights_for(features, self._weight_column, logits)
+
+    def loss(
+        self,
+        labels: tf.types.experimental.TensorLike,
+        logits: tf.types.experimental.TensorLike,
+        features: Any = None,
+        mode: Any = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> tf.Tensor:
+        """The scalar training loss: weighted softmax cross entropy (or ``loss_fn``) reduced
+        by ``loss_reduction``, plus the regularization losses.
+
+        Args:
+          labels: int class ids (or the vocabulary's strings) ``[D0, ..., DN, 1]`` or ``[D0, ..., DN]``.
+          logits: float ``[D0, ..., DN, n_classes]``.
+          features: dict holding the weight column, if any.
+          mode: unused.
+          regularization_losses: list of scalar tensors, or None.
+
+        Raises:
+          ValueError: bad shapes; labels not integer (no vocabulary) or not strings (with
+            one); (eager) a label outside ``[0, n_classes)``.
+          tf.errors.InvalidArgumentError: (graph) a label outside the range or the
+            vocabulary, or a shape unknown until run time that is wrong.
+        """
+        del mode
+        with tf.name_scope("losses"):
+            logits = _checks.check_logits(logits, self._n_classes)
+            label_ids = self._label_ids(logits, labels)
+            unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
+            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
+            return base.add_regularization(loss, regularization_losses)
+
+    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+        """``logits``, ``probabilities`` [.., n_classes], ``class_ids`` int64 [.., 1],
+        ``classes`` string [.., 1], ``all_class_ids`` int32 and ``all_classes`` string
+        [batch, n_classes]; only ``keys`` when given (ValueError for another key)."""
+        if keys:
+            check_prediction_keys(keys, _VALID_KEYS)
+        else:
+            keys = _VALID_KEYS
+        logits = _checks.check_logits(logits, self._n_classes)
+        out: dict[str, tf.Tensor] = {}
+        with tf.name_scope("predictions"):
+            if P.LOGITS in keys:
+                out[P.LOGITS] = logits
+            if P.PROBABILITIES in keys:
+                out[P.PROBABILITIES] = tf.nn.softmax(logits, name=P.PROBABILITIES)
+            if P.CLASS_IDS in keys or P.CLASSES in keys:
+                class_ids = tf.expand_dims(tf.math.argmax(logits, axis=-1, name=P.CLASS_IDS), -1)
+                if P.CLASS_IDS in keys:
+                    out[P.CLASS_IDS] = class_ids
+                if P.CLASSES in keys:
+                    if self._label_vocabulary:
+                        out[P.CLASSES] = base.class_name_lookup(self._label_vocabulary, class_ids)
+                    else:
+                        out[P.CLASSES] = tf.strings.as_string(class_ids, name="str_classes")
+            if P.ALL_CLASS_IDS in keys:
+                out[P.ALL_CLASS_IDS] = base.all_class_ids(logits, self._n_classes)
+            if P.ALL_CLASSES in keys:
+                out[P.ALL_CLASSES] = base.all_classes(logits, self._n_classes, self._label_vocabulary)
+        return out
+
+    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Fresh tf_keras metrics: ``average_loss``, ``accuracy`` and, with regularization
+        losses, ``regularization_loss`` (each ``/name``-suffixed)."""
+        m, k, key = base.keras_metrics(), MetricKeys, self._summary_key
+        out = {key(k.LOSS_MEAN): m.Mean(name=k.LOSS_MEAN)}
+        if regularization_losses is not None:
+            out[key(k.LOSS_REGULARIZATION)] = m.Mean(name=k.LOSS_REGULARIZATION)
+        out[key(k.ACCURACY)] = m.Accuracy(name=k.ACCURACY)
+        return out
+
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Any],
+        features: Any,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> dict[str, Any]:
+        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
+        k, key = MetricKeys, self._summary_key
+        class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
+        logits = _checks.check_logits(logits, self._n_classes)
+        label_ids = self._label_ids(logits, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
+        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
+        eval_metrics[key(k.ACCURACY)].update_state(y_true=label_ids, y_pred=class_ids, sample_weight=weights)
+        total = base.regularization_total(regularization_losses)
+        if total is not None:
+            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
+        return eval_metrics
+
+    def _create_tpu_estimator_spec(
+        self,
+        features: Any,
+        mode: str,
+        logits: tf.types.experimental.TensorLike,
+        labels: tf.types.experimental.TensorLike | None = None,
+        optimizer: Any = None,
+        trainable_variables: Sequence[Any] | None = None,
+        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
+        update_ops: Sequence[Any] | None = None,
+        regularization_losses: Sequence[Any] | None = None,
+    ) -> TPUEstimatorSpec:
+        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
+        (probabilities and class names) and ``predict`` (every prediction)."""
+        with tf.name_scope(self._name or "head"):
+            predictions = self.predictions(logits)
+            if mode == ModeKeys.PREDICT:
+                classify = base.classification_output(
+                    predictions[P.PROBABILITIES], self._n_classes, self._label_vocabulary
+                )
+                return TPUEstimatorSpec(
+                    mode=ModeKeys.PREDICT,
+                    predictions=predictions,
+                    export_outputs={
+                        DEFAULT_SERVING_KEY: classify,
+                        CLASSIFY_SERVING_KEY: classify,
+                        PREDICT_SERVING_KEY: PredictOutput(predictions),
+                    },
+                )
+            return base.train_or_eval_spec(
+                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
+                train_op_fn, update_ops, regularization_losses,
+            )  # fmt: skip

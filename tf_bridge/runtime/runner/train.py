@@ -1,0 +1,208 @@
+"""``Estimator.train`` for TensorFlow model_fns: graph, hooks, MonitoredTrainingSession.
+
+This follows tf.estimator (2.15) step by step, so a model_fn computes exactly what it
+computed there: the same graph-level seed, global step, loss summary, Saver (sharded,
+relative paths, ``keep_checkpoint_max``), CheckpointSaverHook, NanTensorHook,
+LoggingTensorHook and MonitoredTrainingSession arguments. One addition: with
+``iterations_per_loop > 1`` (the NPU path) one loop runs that many steps, the hooks seeing
+only the last one, as on an NPU where a ``Session.run`` runs a whole loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.training import training as tf_training
+from tensorflow.python.training import training_util
+
+from tf_bridge.runtime.runner.cluster import device_function
+from tf_bridge.runtime.runner.plan import TFRunPlan, TrainPlan
+from tf_bridge.runtime.runner_hooks import HostCallFetchHook
+
+_log = logging.getLogger("tf_bridge")
+
+
+def load_global_step(model_dir: str) -> int:
+    """The global step of model_dir's latest checkpoint, 0 without one."""
+    path = tf.train.latest_checkpoint(model_dir)
+    if not path:
+        return 0
+    try:
+        return int(tf.train.load_variable(path, tf.compat.v1.GraphKeys.GLOBAL_STEP))
+    except (tf.errors.NotFoundError, ValueError):
+        return 0
+
+
+def _default_saver(config: Any) -> Any:
+    return tf.compat.v1.train.Saver(
+        sharded=True,
+        max_to_keep=config.keep_checkpoint_max,
+        keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
+        defer_build=True,
+        save_relative_paths=True,
+    )
+
+
+def _worker_hooks(
+    config: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any
+) -> list[Any]:
+    """input hooks, the caller's hooks, NaN check, loss logging, then the spec's hooks."""
+    worker = list(input_hooks) + list(hooks)
+    worker.append(tf.compat.v1.train.NanTensorHook(spec.loss))
+    if config.log_step_count_steps is not None:
+        worker.append(
+            tf.compat.v1.train.LoggingTensorHook(
+                {"loss": spec.loss, "step": global_step}, every_n_iter=config.log_step_count_steps
+            )
+        )
+    worker.extend(spec.training_hooks)
+    return worker
+
+
+def _chief_hooks(config: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> list[Any]:
+    """A CheckpointSaverHook unless one is given; saving listeners join the first one.
+
+    Raises:
+      ValueError: saving_listeners without checkpoint saving configured.
+    """
+    saver_hooks = [
+        h
+        for h in worker + list(spec.training_chief_hooks)
+        if isinstance(h, tf.compat.v1.train.CheckpointSaverHook)
+    ]
+    chief: list[Any] = []
+    if (config.save_checkpoints_secs or config.save_checkpoints_steps) and not saver_hooks:
+        chief.append(
+            tf.compat.v1.train.CheckpointSaverHook(
+                config.model_dir,
+                save_secs=config.save_checkpoints_secs,
+                save_steps=config.save_checkpoints_steps,
+                scaffold=spec.scaffold,
+                save_graph_def=config.checkpoint_save_graph_def,
+            )
+        )
+        saver_hooks = chief[:]
+    if saving_listeners:
+        if not saver_hooks:
+            raise ValueError(
+                "saving_listeners need checkpoint saving: set RunConfig.save_checkpoints_steps or "
+                "save_checkpoints_secs (or pass a CheckpointSaverHook)."
+            )
+        for listener in saving_listeners:
+            if listener not in saver_hooks[0]._listeners:
+                saver_hooks[0]._listeners.append(listener)
+    return chief + list(spec.training_chief_hooks)
+
+
+def _summary_settings(config: Any, spec: Any) -> tuple[Any, Any, list[Any]]:
+    """(save_summaries_steps, log_step_count_steps, extra hooks) of the monitored session.
+
+    In a legacy cluster with ``master`` and ``worker`` jobs, tf.estimator moved the
+    summaries and step counting off the master (it also evaluates) to worker 0; so here.
+    """
+    jobs = config.cluster_spec.jobs
+    if not ("master" in jobs and "worker" in jobs):
+        return config.save_summary_steps, config.log_step_count_steps, []
+    hooks: list[Any] = []
+    if config.task_type == "worker" and config.task_id == 0:
+        if config.save_summary_steps:
+            hooks.append(
+                tf.compat.v1.train.SummarySaverHook(
+                    save_steps=config.save_summary_steps, output_dir=config.model_dir, scaffold=spec.scaffold
+                )
+            )
+        if config.log_step_count_steps:
+            hooks.append(
+                tf.compat.v1.train.StepCounterHook(
+                    every_n_steps=config.log_step_count_steps, output_dir=config.model_dir
+                )
+            )
+    return 0, None, hooks
+
+
+def _per_step_fetches(hooks: list[Any]) -> list[Any]:
+    """What must run at every step even inside a loop: the host calls."""
+    return [h.fetches for h in hooks if isinstance(h, HostCallFetchHook) and h.fetches is not None]
+
+
+def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[Any]) -> Any:
+    """One loop: up to ``iterations_per_loop`` steps; the last one runs with the hooks."""
+
+    def step_fn(step_context: Any) -> Any:
+        session = step_context.session
+        count = plan.iterations_per_loop
+        if plan.last_step is not None:
+            count = max(1, min(count, plan.last_step - int(session.run(global_step))))
+        for _ in range(count - 1):
+            session.run([spec.train_op, per_step])
+        return step_context.run_with_hooks([spec.train_op, spec.loss])[1]
+
+    return step_fn
+
+
+def train_with_spec(
+    plan: TFRunPlan,
+    spec: Any,
+    input_hooks: list[Any],
+    hooks: list[Any],
+    global_step: Any,
+    saving_listeners: list[Any],
+) -> Any:
+    """Run the training loop for a built graph; return the last loss seen by the hooks."""
+    config = plan.config
+    if plan.warm_start is not None and not tf.train.latest_checkpoint(plan.model_dir):
+        _log.info("Warm-starting from %s.", plan.warm_start.ckpt_to_initialize_from)
+        plan.maybe_warm_start(restoring=False)
+    if not any(s.op.name == "loss" for s in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)):
+        tf.compat.v1.summary.scalar("loss", spec.loss)
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, spec.loss)
+    worker = _worker_hooks(config, spec, input_hooks, hooks, global_step)
+    if not (spec.scaffold.saver or tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)):
+        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _default_saver(config))
+    chief = _chief_hooks(config, spec, worker, saving_listeners)
+    per_step = _per_step_fetches(worker)
+    summary_steps, log_steps, summary_hooks = _summary_settings(config, spec)
+    worker.extend(summary_hooks)
+    loss, steps = None, 0
+    # tf.estimator called MonitoredTrainingSession through this module; so does tf_bridge.
+    with tf_training.MonitoredTrainingSession(
+        master=config.session_target(),
+        is_chief=config.is_chief,
+        checkpoint_dir=plan.model_dir,
+        scaffold=spec.scaffold,
+        hooks=worker,
+        chief_only_hooks=chief,
+        save_checkpoint_secs=0,
+        save_summaries_steps=summary_steps,
+        config=plan.session_config,
+        max_wait_secs=config.session_creation_timeout_secs,
+        log_step_count_steps=log_steps,
+        save_graph_def=config.checkpoint_save_graph_def,
+    ) as session:
+        loop = plan.train
+        step_fn = _loop_step_fn(spec, global_step, loop, per_step) if loop.iterations_per_loop > 1 else None
+        while not session.should_stop():
+            steps += 1
+            if step_fn is None:
+                _, loss = session.run([spec.train_op, spec.loss])
+            else:
+                loss = session.run_step_fn(step_fn)
+    if steps == 0:
+        _log.warning("Training made no steps; is the input empty?")
+    return loss
+
+
+def train_model(plan: TFRunPlan, input_fn: Any, hooks: list[Any], saving_listeners: list[Any]) -> Any:
+    """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
+    when the cluster has some) and train; return the last loss."""
+    with tf.Graph().as_default() as graph, graph.device(device_function(plan.config)):
+        tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)
+        global_step = plan.create_global_step(graph)
+        if global_step is not None:
+            training_util._get_or_create_global_step_read(graph)
+        features, labels, input_hooks = plan.call_input_fn(input_fn)
+        spec = plan.model_fn(features, labels)
+        global_step = tf.compat.v1.train.get_global_step(graph)
+        return train_with_spec(plan, spec, input_hooks, hooks, global_step, saving_listeners)
