@@ -5,7 +5,6 @@ still works)."""
 from __future__ import annotations
 
 import logging
-import os
 import re
 from typing import Any
 
@@ -13,6 +12,7 @@ import jax
 import numpy as np
 
 from jaxspec._trees import named_leaves
+from jaxspec.store import paths
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
 from jaxspec.warm_start_settings import WarmStartSettings, as_settings
 
@@ -22,18 +22,16 @@ _log = logging.getLogger("jaxspec")
 
 
 def _checkpoint_path(path: str) -> str:
-    path = os.path.abspath(path)
+    path = paths.absolute(path)
     directory = (
-        os.path.join(path, CHECKPOINT_SUBDIR)
-        if os.path.isdir(os.path.join(path, CHECKPOINT_SUBDIR))
-        else None
+        paths.join(path, CHECKPOINT_SUBDIR) if paths.isdir(paths.join(path, CHECKPOINT_SUBDIR)) else None
     )
     if directory is None:
         return path
-    steps = [int(d) for d in os.listdir(directory) if d.isdigit()]
+    steps = [int(d) for d in paths.listdir(directory) if d.isdigit()]
     if not steps:
         raise ValueError(f"warm start: no checkpoint in {path}.")
-    return os.path.join(directory, str(max(steps)))
+    return paths.join(directory, str(max(steps)))
 
 
 def _selected(names: list[str], settings: WarmStartSettings) -> list[str]:
