@@ -7,6 +7,8 @@ damaged through gcsfs, the storage client itself (no mocking)."""
 from __future__ import annotations
 
 import logging
+import os
+import time
 
 import gcsfs
 import numpy as np
@@ -131,3 +133,77 @@ def test_a_missing_bucket_is_named_before_training(gcs_emulator):
     est = _estimator("gs://no-such-bucket-here/run")
     with pytest.raises(FileNotFoundError, match="gs://no-such-bucket-here"):
         est.train(Rows, steps=1)
+
+
+def test_two_processes_write_one_gs_model_dir_then_one_resumes(gcs_emulator, tmp_path, monkeypatch):
+    from tests import multiprocess_worker as worker
+    from tests.two_processes import run_two_processes
+
+    model_dir = f"gs://{gcs_emulator.bucket}/two"
+    monkeypatch.setenv("JAXSPEC_TEST_GCS_URL", gcs_emulator.url)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gcs_worker.py")
+    results = run_two_processes(script, model_dir, tmp_path)
+    assert [r["latest"] for r in results] == [4, 4]
+    names = {p.rsplit("/", 1)[-1] for p in _fs().find(f"{gcs_emulator.bucket}/two/checkpoints/4")}
+    assert {"jaxspec_digest.json", "jaxspec_digest.process_1.json"} <= names  # each process's record
+
+    local = worker.make_estimator(str(tmp_path / "local"), [])
+    local.train(worker.train_input_fn, steps=4)  # the same global batches in one process
+    est = worker.make_estimator(model_dir, [])  # one process resumes the two processes' checkpoint
+    assert est._checkpoint_store().damage(4) is None  # every process's record checked
+    leaf = next(n for n in est.get_variable_names() if n.endswith("kernel"))
+    np.testing.assert_allclose(est.get_variable_value(leaf), local.get_variable_value(leaf), rtol=1e-4, atol=1e-7)
+    est.train(worker.train_input_fn, steps=2)
+    assert est.latest_checkpoint() == f"{model_dir}/checkpoints/6"
+
+
+@pytest.fixture
+def fast_client_backoff(monkeypatch):
+    """gcsfs waits 1, 2, 4, 8 and 16 s between its six tries of a request; here 10 ms, so
+    that a stopped server fails a request in a fraction of a second (the tries, and the
+    refused connections, are real)."""
+    import asyncio
+
+    import gcsfs.retry
+
+    real_sleep = asyncio.sleep
+    monkeypatch.setattr(gcsfs.retry.asyncio, "sleep", lambda secs: real_sleep(min(secs, 0.01)))
+
+
+def test_an_unreachable_store_is_named_after_bounded_retries(gcs_emulator, monkeypatch):
+    from jaxspec.store.checkpoints import CheckpointStore
+
+    monkeypatch.setenv("JAXSPEC_STORE_CONNECT_TIMEOUT_SECS", "2")
+    gcs_emulator.stop()
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match=f"gs://{gcs_emulator.bucket}/down"):
+            CheckpointStore(f"gs://{gcs_emulator.bucket}/down")
+        assert time.monotonic() - started < 10
+    finally:
+        gcs_emulator.start()
+
+
+def test_server_stopped_during_a_save_then_restarted(gcs_emulator, fast_client_backoff, caplog):
+    from jaxspec.store.checkpoints import CheckpointStore
+
+    store = CheckpointStore(f"gs://{gcs_emulator.bucket}/outage")
+    tree = {"w": np.arange(1000, dtype=np.float32)}
+    store.save(1, tree)
+    store.wait()
+    gcs_emulator.stop()
+    try:
+        with caplog.at_level(logging.ERROR, logger="jaxspec"), pytest.raises(Exception) as failed:
+            store.save(2, {"w": tree["w"] + 1})
+            store.wait()
+    finally:
+        gcs_emulator.start()
+    assert any("global step 2" in note for note in getattr(failed.value, "__notes__", []))
+    assert any("global step 2" in r.getMessage() for r in caplog.records)
+    store.refresh()
+    assert store.all_steps() == [1] and store.damage(1) is None  # the earlier checkpoint is whole
+    assert store.save(3, {"w": tree["w"] + 3}) is not None
+    store.wait()
+    assert store.latest_step() == 3
+    np.testing.assert_array_equal(store.read(3)["w"], tree["w"] + 3)
+    np.testing.assert_array_equal(store.read(1)["w"], tree["w"])

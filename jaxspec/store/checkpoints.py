@@ -172,6 +172,7 @@ class CheckpointStore:
         self._verdicts: dict[tuple[int, int | None], tuple[Any, str | None]] = {}
         self._warned: dict[int, str] = {}  # step -> the damage last named in a warning
         self._lock = threading.Lock()
+        self._last_started: int | None = None  # the step of the newest save started
         self._manager = ocp.CheckpointManager(
             paths.epath_of(self.directory), options=options, item_handlers=ocp.StandardCheckpointHandler()
         )
@@ -351,6 +352,10 @@ class CheckpointStore:
                 force=force,
                 custom_metadata=integrity.records_metadata(jax.process_count()),
             )
+        except Exception as err:
+            started = False
+            self._name_failed_save(err, step)
+            raise
         except BaseException:
             started = False
             raise
@@ -359,7 +364,20 @@ class CheckpointStore:
                 with self._lock:
                     if self._saving and self._saving[-1][0] == step:
                         self._saving.pop()
+        if started:
+            self._last_started = step
         return record if started else None
+
+    def _name_failed_save(self, err: Exception, step: int | None) -> None:
+        """Say which save failed: a log line and a note on ``err`` naming the step and
+        its directory (the storage client's own error names neither). Earlier
+        checkpoints are untouched: a step's files are committed only when complete."""
+        where = (
+            "a checkpoint" if step is None else f"the checkpoint at global step {step} ({self.path(step)})"
+        )
+        message = f"Saving {where} failed ({type(err).__name__}); earlier checkpoints are kept."
+        _log.error(message)
+        err.add_note(message)
 
     def restore(self, step: int, target: Any) -> Any:
         """Restore the checkpoint of ``step`` into the structure, shapes, dtypes and
@@ -439,8 +457,16 @@ class CheckpointStore:
         return paths.read_bytes(path)
 
     def wait(self) -> None:
-        """Block until pending saves are complete."""
-        self._manager.wait_until_finished()
+        """Block until pending saves are complete.
+
+        Raises:
+          What the failed background part of a save raised, with a note naming its step.
+        """
+        try:
+            self._manager.wait_until_finished()
+        except Exception as err:
+            self._name_failed_save(err, self._last_started)
+            raise
 
     def close(self) -> None:
         """Finish pending saves and release the manager."""
