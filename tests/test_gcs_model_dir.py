@@ -152,7 +152,9 @@ def test_two_processes_write_one_gs_model_dir_then_one_resumes(gcs_emulator, tmp
     est = worker.make_estimator(model_dir, [])  # one process resumes the two processes' checkpoint
     assert est._checkpoint_store().damage(4) is None  # every process's record checked
     leaf = next(n for n in est.get_variable_names() if n.endswith("kernel"))
-    np.testing.assert_allclose(est.get_variable_value(leaf), local.get_variable_value(leaf), rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(
+        est.get_variable_value(leaf), local.get_variable_value(leaf), rtol=1e-4, atol=1e-7
+    )
     est.train(worker.train_input_fn, steps=2)
     assert est.latest_checkpoint() == f"{model_dir}/checkpoints/6"
 
