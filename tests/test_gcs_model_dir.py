@@ -18,6 +18,7 @@ tf = pytest.importorskip("tensorflow")
 
 import jaxspec  # noqa: E402
 import tf_bridge  # noqa: E402
+from jaxspec.exporter import eval_results_from_events  # noqa: E402
 from jaxspec.hooks.early_stopping import read_eval_metrics  # noqa: E402
 from jaxspec.loop.warm_start import warm_start  # noqa: E402
 from tests.helpers import fast_config  # noqa: E402
@@ -98,8 +99,14 @@ def test_train_resume_evaluate_predict_export_serve(gcs_emulator, local_run, tmp
     np.testing.assert_allclose(preds, (X[:7] @ w + b).reshape(-1), rtol=1e-5)
 
     receiver = tf_bridge.build_raw_serving_input_receiver_fn({"x": tf.TensorSpec([None, 3], tf.float32)})
-    exported = est.export_saved_model(f"{model_dir}/export", receiver).decode()
-    assert exported.startswith(f"{model_dir}/export/") and exported.rsplit("/", 1)[-1].isdigit()
+    exporter = jaxspec.LatestExporter("latest", receiver, exports_to_keep=1)
+    base, checkpoint = f"{model_dir}/export/latest", est.latest_checkpoint()
+    first = exporter.export(est, base, checkpoint, metrics, False).decode()
+    exported = exporter.export(est, base, checkpoint, metrics, True).decode()  # the first one goes
+    assert exported.startswith(f"{base}/") and exported.rsplit("/", 1)[-1].isdigit() and exported != first
+    assert [p.rsplit("/", 1)[-1] for p in fs.ls(base.removeprefix("gs://"))] == [exported.rsplit("/", 1)[-1]]
+    (earlier,) = eval_results_from_events(f"{model_dir}/eval/*.tfevents.*")  # BestExporter's reading
+    assert earlier["global_step"] == 5 and np.isclose(earlier["loss"], metrics["loss"])
     local = tmp_path / "served"
     fs.get(exported.removeprefix("gs://") + "/", str(local), recursive=True)  # TF cannot read the emulator
     served = tf.saved_model.load(str(local), tags=["serve"])
