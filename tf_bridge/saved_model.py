@@ -210,10 +210,16 @@ def export_all_saved_models(
         return paths.export_through_local(
             os.fsdecode(export_dir_base),
             lambda local: export_all_saved_models(
-                local, modes, state, assets_extra=assets_extra, as_text=as_text,
-                global_step=global_step, platforms=platforms, verify=verify,
+                local,
+                modes,
+                state,
+                assets_extra=assets_extra,
+                as_text=as_text,
+                global_step=global_step,
+                platforms=platforms,
+                verify=verify,
             ),
-        )  # fmt: skip
+        )
     chosen = [m for m in MODE_ORDER if modes.get(m) is not None]
     if not chosen:
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
