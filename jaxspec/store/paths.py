@@ -100,6 +100,7 @@ def epath_of(path: str | os.PathLike[str]) -> epath.Path:
 
 
 def exists(path: str) -> bool:
+    """Whether a file or directory ``path`` exists."""
     return epath_of(path).exists() if is_url(path) else os.path.exists(path)
 
 
@@ -109,6 +110,7 @@ def isdir(path: str) -> bool:
 
 
 def isfile(path: str) -> bool:
+    """Whether ``path`` is a file (an object, on a store)."""
     return epath_of(path).is_file() if is_url(path) else os.path.isfile(path)
 
 
@@ -139,6 +141,11 @@ def open_file(path: str, mode: str = "rb") -> IO[Any]:
 
 
 def read_bytes(path: str) -> bytes:
+    """The content of file ``path``.
+
+    Raises:
+      OSError: it cannot be read (FileNotFoundError when absent).
+    """
     with open_file(path, "rb") as f:
         return f.read()
 
@@ -165,6 +172,7 @@ def glob(pattern: str) -> list[str]:
 
 
 def glob_escape(path: str) -> str:
+    """``path`` with glob's special characters escaped."""
     return _glob.escape(path)
 
 
