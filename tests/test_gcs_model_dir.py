@@ -172,11 +172,12 @@ def fast_client_backoff(monkeypatch):
     that a stopped server fails a request in a fraction of a second (the tries, and the
     refused connections, are real)."""
     import asyncio
+    import types
 
     import gcsfs.retry
 
-    real_sleep = asyncio.sleep
-    monkeypatch.setattr(gcsfs.retry.asyncio, "sleep", lambda secs: real_sleep(min(secs, 0.01)))
+    short = types.SimpleNamespace(sleep=lambda secs: asyncio.sleep(min(secs, 0.01)))
+    monkeypatch.setattr(gcsfs.retry, "asyncio", short)  # gcsfs.retry's own name only
 
 
 def test_an_unreachable_store_is_named_after_bounded_retries(gcs_emulator, monkeypatch):
