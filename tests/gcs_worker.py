@@ -2,7 +2,8 @@
 
 Usage: python tests/gcs_worker.py MODEL_DIR OUT_JSON, with JAXSPEC_TEST_GCS_URL naming the
 emulator (tests/gcs_emulator.py). Trains the test MLP 4 steps into the gs:// model_dir
-(both processes write their shards and records there) and writes the step it reached.
+(both processes write their shards and records there) and writes the step it reached and
+a kernel's value as it reads it back from the bucket.
 """
 
 from __future__ import annotations
@@ -26,5 +27,9 @@ if __name__ == "__main__":
 
     est = worker.make_estimator(model_dir, [])
     est.train(worker.train_input_fn, steps=4)
+    values = est._checkpoint_store().read()  # this process alone reads the bucket back
+    kernel = next(n for n in sorted(values) if n.endswith("kernel"))
+    result = {"process": jax.process_index(), "latest": est._checkpoint_store().latest_step()}
+    result.update(leaf=kernel, value=values[kernel].tolist())
     with open(out, "w") as f:
-        json.dump({"process": jax.process_index(), "latest": est._checkpoint_store().latest_step()}, f)
+        json.dump(result, f)
