@@ -74,9 +74,11 @@ def local_run(tmp_path_factory):
 def test_train_resume_evaluate_predict_export_serve(gcs_emulator, local_run, tmp_path):
     model_dir = f"gs://{gcs_emulator.bucket}/run"
     _estimator(model_dir).train(Rows, steps=3)
-    est = _estimator(model_dir)  # a new Estimator: resumes from the bucket, data position included
+    est = _estimator(model_dir, save_summary_steps=1)  # resumes from the bucket, data position too
     est.train(Rows, steps=2)
     fs = _fs()
+    train_events = eval_results_from_events(f"{model_dir}/events.out.tfevents.*")  # train's, in the bucket
+    assert [e["global_step"] for e in train_events] == [4, 5] and all("loss" in e for e in train_events)
     step_dir = f"{gcs_emulator.bucket}/run/checkpoints/5"
     names = {p.rsplit("/", 1)[-1] for p in fs.find(step_dir)}
     assert {"jaxspec_digest.json", "data_position.process_0.json", "commit_success.txt"} <= names
