@@ -38,6 +38,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _end_with_parent() -> None:
+    """In the server's process before it starts (Linux): SIGTERM when the process that
+    started it dies, so that a test run killed by a timeout leaves no server behind."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def emulator_environment(url: str) -> dict[str, str]:
     """The environment variables that send gcsfs, google-cloud-storage and TensorStore to
     the emulator at ``url`` (``http://127.0.0.1:PORT``), with no real credentials."""
@@ -113,7 +125,9 @@ class GcsEmulator:
             "-log-level",
             "error",
         ]
-        self._process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self._process = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_end_with_parent
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
