@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -38,16 +39,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _end_with_parent() -> None:
-    """In the server's process before it starts (Linux): SIGTERM when the process that
-    started it dies, so that a test run killed by a timeout leaves no server behind."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _ending_with_parent(cmd: list[str]) -> list[str]:
+    """``cmd`` run so that it gets SIGTERM when the process that started it dies (util-linux
+    ``setpriv --pdeathsig``, where there is one): a test run killed by a timeout leaves no
+    server behind. No ``preexec_fn``: forking a multithreaded (JAX) process runs Python in
+    the child, which can deadlock."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
 
 
 def emulator_environment(url: str) -> dict[str, str]:
@@ -125,9 +123,7 @@ class GcsEmulator:
             "-log-level",
             "error",
         ]
-        self._process = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_end_with_parent
-        )
+        self._process = subprocess.Popen(_ending_with_parent(cmd), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
