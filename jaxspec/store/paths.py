@@ -41,6 +41,11 @@ def _prepare() -> None:
     if _prepared:
         return
     os.environ.setdefault("EPATH_USE_TF", "false")
+    # epath decides once per process (a cached check, made at its first path, local ones
+    # included) whether TensorFlow's gfile serves URLs: decide again now.
+    from etils.epath import gpath
+
+    getattr(getattr(gpath, "_is_tf_installed", None), "cache_clear", lambda: None)()
     import fsspec.config
 
     for protocol in ("gs", "gcs"):
