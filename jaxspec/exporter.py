@@ -7,13 +7,13 @@ Each writes SavedModels through ``Estimator.export_saved_model`` (``tf_bridge``)
 from __future__ import annotations
 
 import collections
-import glob
 import inspect
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from typing import Any
+
+from jaxspec.store import paths
 
 _log = logging.getLogger("jaxspec")
 
@@ -78,9 +78,9 @@ class _SavedModelExporter(Exporter):
     def _garbage_collect(self, export_path: str) -> None:
         if self._keep is None:
             return
-        stamps = sorted(int(d) for d in os.listdir(export_path) if d.isdigit())
+        stamps = sorted(int(d) for d in paths.listdir(export_path) if d.isdigit())
         for stamp in stamps[: max(0, len(stamps) - self._keep)]:
-            shutil.rmtree(os.path.join(export_path, str(stamp)), ignore_errors=True)
+            paths.rmtree(paths.join(export_path, str(stamp)))
 
 
 class LatestExporter(_SavedModelExporter):
@@ -155,7 +155,7 @@ def eval_results_from_events(pattern: str, skip_step: int | None = None) -> list
     from jaxspec.hooks.early_stopping import _records
 
     by_step: dict[int, dict[str, Any]] = collections.defaultdict(dict)
-    for path in sorted(glob.glob(pattern)):
+    for path in sorted(paths.glob(pattern)):
         for data in _records(path):
             event = Event.FromString(data)
             values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
@@ -212,7 +212,7 @@ class BestExporter(_SavedModelExporter):
     def _best_earlier(self, model_dir: str, step: Any) -> dict[str, Any] | None:
         """The best result in the eval event files of ``model_dir``, ``step``'s left out."""
         best = None
-        pattern = os.path.join(model_dir, self._pattern)
+        pattern = paths.join(os.fspath(model_dir), self._pattern)
         for result in eval_results_from_events(pattern, None if step is None else int(step)):
             if best is None or self._compare(best_eval_result=best, current_eval_result=result):
                 best = result
@@ -238,7 +238,7 @@ class BestExporter(_SavedModelExporter):
                 self._best is None or self._compare(best_eval_result=self._best, current_eval_result=earlier)
             ):
                 self._best = earlier
-        has_exports = os.path.isdir(export_path) and any(d.isdigit() for d in os.listdir(export_path))
+        has_exports = paths.isdir(export_path) and any(d.isdigit() for d in paths.listdir(export_path))
         if (
             has_exports
             and self._best is not None

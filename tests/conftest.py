@@ -3,9 +3,36 @@
 import os
 import sys
 
+import pytest
+
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The persistent XLA cache is off in tests (no writes to the user's cache directory);
 # tests/test_compilation_cache.py turns it on in subprocesses of its own.
 os.environ.setdefault("JAXSPEC_COMPILATION_CACHE_DIR", "off")
+# gcsfs picks its filesystem class when imported: the plain one, which the GCS emulator of
+# tests/gcs_emulator.py serves (the default one also asks a gRPC API the emulator lacks).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory):
+    """fake-gcs-server on 127.0.0.1 with the bucket ``jaxspec-test``, every client of this
+    process pointed at it (tests/gcs_emulator.py); stopped at the end of the session."""
+    from tests.gcs_emulator import GcsEmulator, point_clients_at
+
+    emulator = GcsEmulator(tmp_path_factory.mktemp("gcs") / "server")
+    emulator.start()
+    emulator.bucket = "jaxspec-test"
+    emulator.create_bucket(emulator.bucket)
+    saved = point_clients_at(emulator.url)
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -12,9 +12,7 @@ variable instead).
 from __future__ import annotations
 
 import collections
-import glob
 import logging
-import os
 import struct
 import sys
 from collections.abc import Callable
@@ -26,6 +24,7 @@ import numpy as np
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.rules.early_stopping import EarlyStoppingFactories
 from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from jaxspec.store import paths
 
 _log = logging.getLogger("jaxspec")
 
@@ -43,7 +42,7 @@ def _records(path: str) -> Any:
     """The records of one TFRecord file; a truncated or corrupt tail ends the file."""
     from tensorboardX.record_writer import masked_crc32c
 
-    with open(path, "rb") as f:
+    with paths.open_file(path, "rb") as f:
         while True:
             header = f.read(12)
             if len(header) < 12:
@@ -69,7 +68,7 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
     from tensorboardX.proto.event_pb2 import Event
 
     by_step: dict[int, dict[str, float]] = collections.defaultdict(dict)
-    for path in sorted(glob.glob(os.path.join(eval_dir, "events.out.tfevents.*"))):
+    for path in sorted(paths.glob(paths.join(eval_dir, "events.out.tfevents.*"))):
         for data in _records(path):
             event = Event.FromString(data)
             values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}

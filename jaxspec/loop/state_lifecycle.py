@@ -5,7 +5,6 @@ kept in memory between calls of one Estimator."""
 from __future__ import annotations
 
 import logging
-import os
 import re
 from typing import Any
 
@@ -23,6 +22,7 @@ from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.warm_start import warm_start
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.scaffold import Scaffold
+from jaxspec.store import paths
 from jaxspec.store.checkpoints import as_saved
 
 _log = logging.getLogger("jaxspec")
@@ -48,15 +48,12 @@ def previous_treedef_matches(previous: Any, current: Any) -> bool:
     return previous.num_leaves == current.num_leaves and strip(previous) == strip(current)
 
 
-def checkpoint_identity(path: str) -> tuple[int, int] | None:
+def checkpoint_identity(path: str) -> tuple[Any, ...] | None:
     """(inode, mtime in ns) of a checkpoint step directory, or None when it is absent.
     Orbax writes a checkpoint under a temporary name and renames it when complete, so a
-    checkpoint rewritten by anyone gets a new identity."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
+    checkpoint rewritten by anyone gets a new identity. In an object store: the
+    generation of its commit file, which Orbax writes last (``paths.identity``)."""
+    return paths.identity(path, "commit_success.txt")
 
 
 class StateLifecycle:
@@ -95,7 +92,7 @@ class StateLifecycle:
         if checkpoint_path is None:
             self.store.refresh()  # another writer may have added a checkpoint
             return self.store.latest_step(collective=True)  # every process looks, each at its own files
-        name = os.path.basename(os.path.normpath(os.fspath(checkpoint_path)))
+        name = paths.basename(checkpoint_path)
         if not name.isdigit():
             raise ValueError(f"checkpoint_path {checkpoint_path!r} is not a checkpoint step directory.")
         return int(name)
@@ -220,7 +217,7 @@ class StateLifecycle:
         self.state = put_state(state, self.state_shardings)
 
     def _checkpoint_dir(self, step: int) -> str:
-        return os.path.normpath(self.store.path(step))
+        return paths.normalize(self.store.path(step))
 
     def _reuse_live_state(self) -> bool:
         """Whether the checkpoint this call restores is the previous call's state, still
@@ -233,7 +230,7 @@ class StateLifecycle:
             and live.mesh is self.mesh
             and (
                 self.checkpoint_path is None
-                or os.path.normpath(os.path.abspath(self.checkpoint_path)) == self._checkpoint_dir(live.step)
+                or paths.absolute(self.checkpoint_path) == self._checkpoint_dir(live.step)
             )
             and checkpoint_identity(self._checkpoint_dir(live.step)) == live.identity
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import os
 import re
 
 import jax
@@ -13,6 +12,7 @@ import numpy as np
 
 from jaxspec._trees import named_leaves
 from jaxspec.spec.fn_types import State
+from jaxspec.store import paths
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
 from jaxspec.warm_start_settings import WarmStartSettings
 
@@ -22,18 +22,16 @@ _log = logging.getLogger("jaxspec")
 
 
 def _checkpoint_path(path: str) -> str:
-    path = os.path.abspath(path)
+    path = paths.absolute(path)
     directory = (
-        os.path.join(path, CHECKPOINT_SUBDIR)
-        if os.path.isdir(os.path.join(path, CHECKPOINT_SUBDIR))
-        else None
+        paths.join(path, CHECKPOINT_SUBDIR) if paths.isdir(paths.join(path, CHECKPOINT_SUBDIR)) else None
     )
     if directory is None:
         return path
-    steps = [int(d) for d in os.listdir(directory) if d.isdigit()]
+    steps = [int(d) for d in paths.listdir(directory) if d.isdigit()]
     if not steps:
         raise ValueError(f"warm start: no checkpoint in {path}.")
-    return os.path.join(directory, str(max(steps)))
+    return paths.join(directory, str(max(steps)))
 
 
 def _patterns(settings: WarmStartSettings) -> list[str]:

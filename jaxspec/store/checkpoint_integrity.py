@@ -23,22 +23,29 @@ save or a restore instead of doubling it. Each file is checksummed in pieces of
 parallel threads (``google-crc32c`` releases the GIL), so one large file of a checkpoint does not
 keep the check on one core. Records of the earlier formats are still verified as they were
 written: format 1 (SHA-256 of each file), format 2 (``zlib`` CRC-32 of each file).
+
+In an object store (``gs://``) every file is reached through ``jaxspec.store.paths``. GCS
+keeps the CRC-32C of each object's content, so there a record lists one checksum per
+whole object (``piece_bytes`` = ``WHOLE_OBJECT``), taken from the store's listing, and a
+check compares the listing with the records: one listing request, no object read. A
+deleted, truncated or rewritten object has another size or checksum. Pieces of a record
+written elsewhere (local pieces of 64 MiB) are read back in ranges.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import google_crc32c
+
+from jaxspec.store import paths
 
 _log = logging.getLogger("jaxspec")
 
@@ -54,6 +61,7 @@ _PROCESS = re.compile(r"(?:^|[/.])process_(\d+)(?:[/.]|$)")  # ocdbt.process_1/.
 _RECORD = re.compile(r"jaxspec_digest(?:\.process_\d+)?\.json")
 _CHUNK = 1 << 20  # read size: a buffer per thread
 PIECE_BYTES = 64 << 20  # a format-3 record has one checksum per piece of this many bytes
+WHOLE_OBJECT = 1 << 62  # piece_bytes of a record with one checksum per whole file (object stores)
 
 
 def record_name(process_index: int) -> str:
@@ -67,20 +75,17 @@ def _owner(rel: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _files(directory: str, process_index: int) -> list[str]:
-    out = []
-    for root, _, names in os.walk(directory):
-        for name in names:
-            rel = os.path.relpath(os.path.join(root, name), directory)
-            if (
-                _RECORD.fullmatch(rel)
-                or rel in (_STEP_METADATA, _COMMIT_MARKER)
-                or rel.endswith(".tmp")
-                or _owner(rel) != process_index
-            ):
-                continue
-            out.append(rel)
-    return sorted(out)
+def _files(listing: list[paths.FileEntry], process_index: int) -> list[paths.FileEntry]:
+    return [
+        e
+        for e in listing
+        if not (
+            _RECORD.fullmatch(e.rel)
+            or e.rel in (_STEP_METADATA, _COMMIT_MARKER)
+            or e.rel.endswith(".tmp")
+            or _owner(e.rel) != process_index
+        )
+    ]
 
 
 # A job: (path, offset, bytes) of one piece of a file, and the checksum of that piece.
@@ -91,7 +96,7 @@ def _reading(path: str, offset: int, length: int, update: Callable[[bytes, int],
     """``update`` folded over ``length`` bytes of ``path`` from ``offset`` (``length``
     -1: to the end), read ``_CHUNK`` bytes at a time."""
     value = 0
-    with open(path, "rb", buffering=0) as f:
+    with open(path, "rb", buffering=0) if not paths.is_url(path) else paths.open_file(path) as f:
         f.seek(offset)
         left = length
         while left != 0 and (data := f.read(_CHUNK if left < 0 else min(_CHUNK, left))):
@@ -141,14 +146,18 @@ def write_digest(directory: str, process_index: int = 0) -> None:
     """Write process ``process_index``'s record in ``directory``: ``{relative path: [bytes,
     [crc32c hex of each piece of PIECE_BYTES]]}`` of the files it wrote (to a temporary
     name, then renamed)."""
-    rels, piece = _files(directory, process_index), PIECE_BYTES
-    sizes = [os.path.getsize(os.path.join(directory, rel)) for rel in rels]
-    jobs = [_pieces(os.path.join(directory, rel), size, piece) for rel, size in zip(rels, sizes, strict=True)]
-    sums = iter(_checksums([job for file_jobs in jobs for job in file_jobs]))
-    files = {
-        _final_name(rel): [size, [next(sums) for _ in file_jobs]]
-        for rel, size, file_jobs in zip(rels, sizes, jobs, strict=True)
-    }
+    entries = _files(paths.files(directory), process_index)
+    if paths.is_url(directory) and all(e.crc32c for e in entries):  # the store's checksums
+        piece = WHOLE_OBJECT
+        files = {_final_name(e.rel): [e.size, [e.crc32c]] for e in entries}
+    else:
+        piece = PIECE_BYTES
+        jobs = [_pieces(paths.join(directory, e.rel), e.size, piece) for e in entries]
+        sums = iter(_checksums([job for file_jobs in jobs for job in file_jobs]))
+        files = {
+            _final_name(e.rel): [e.size, [next(sums) for _ in file_jobs]]
+            for e, file_jobs in zip(entries, jobs, strict=True)
+        }
     record = {
         "format": _FORMAT,
         "checksum": "crc32c",
@@ -156,20 +165,17 @@ def write_digest(directory: str, process_index: int = 0) -> None:
         "process": process_index,
         "files": files,
     }
-    path = os.path.join(directory, record_name(process_index))
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f)
-    os.replace(path + ".tmp", path)
+    paths.write_bytes_atomic(paths.join(directory, record_name(process_index)), json.dumps(record).encode())
 
 
 def pending_directory(checkpoints: str, step: int) -> str | None:
     """The directory a step's checkpoint is being finalised in: Orbax's temporary one
     (renamed when complete) or, on file systems without atomic rename, the final one."""
-    tmp = glob.glob(os.path.join(glob.escape(checkpoints), f"{step}{_TMP_SUFFIX}*"))
+    tmp = paths.glob(paths.join(paths.glob_escape(checkpoints), f"{step}{_TMP_SUFFIX}*"))
     if len(tmp) == 1:
         return tmp[0]
-    final = os.path.join(checkpoints, str(step))
-    return final if os.path.isdir(final) else None
+    final = paths.join(checkpoints, str(step))
+    return final if paths.isdir(final) else None
 
 
 #: The key of Orbax's step metadata (``custom_metadata``, in ``_CHECKPOINT_METADATA``)
@@ -188,8 +194,8 @@ def promised_records(directory: str) -> int | None:
     says were written, or None (no such entry: a checkpoint of an older jaxspec, or
     metadata that cannot be read, which the commit check names)."""
     try:
-        with open(os.path.join(directory, _STEP_METADATA), encoding="utf-8") as f:
-            promised = json.load(f)["custom_metadata"][RECORDS_KEY]
+        promised = json.loads(paths.read_bytes(paths.join(directory, _STEP_METADATA)))
+        promised = promised["custom_metadata"][RECORDS_KEY]
         return int(promised["processes"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -197,7 +203,7 @@ def promised_records(directory: str) -> int | None:
 
 def has_digest(directory: str) -> bool:
     """Whether ``directory`` (a checkpoint step directory) carries process 0's record."""
-    return os.path.isfile(os.path.join(directory, DIGEST_FILE))
+    return paths.isfile(paths.join(directory, DIGEST_FILE))
 
 
 def damage(directory: str, process_index: int | None = None, process_count: int = 1) -> str | None:
@@ -221,33 +227,66 @@ def damage(directory: str, process_index: int | None = None, process_count: int 
     def ours(q: int) -> bool:
         return process_index is None or q % process_count == process_index
 
+    listing = _Listing(directory)
     for q in range(promised_records(directory) or 0):
-        if ours(q) and not os.path.isfile(os.path.join(directory, record_name(q))):
+        if ours(q) and not listing.isfile(record_name(q)):
             return f"its {record_name(q)} is missing (the checkpoint was written with it)"
-    if not os.path.isfile(os.path.join(directory, DIGEST_FILE)):
+    if not listing.isfile(DIGEST_FILE):
         return None
     entries: list[tuple[str, int, list[_Job], list[str]]] = []  # (file, bytes, jobs, their sums)
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(listing.names()):
         if not _RECORD.fullmatch(name) or not ours(_owner(name)):
             continue
         try:
-            with open(os.path.join(directory, name)) as f:
-                entries += _recorded(directory, json.load(f))
+            entries += _recorded(directory, json.loads(paths.read_bytes(paths.join(directory, name))))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             return f"its {name} cannot be read ({type(err).__name__})"
     entries.sort(key=lambda entry: entry[0])
     for rel, size, _, _ in entries:  # sizes first: a stat per file
-        full = os.path.join(directory, rel)
-        if not os.path.isfile(full):
+        if not listing.isfile(rel):
             return f"{rel} is missing"
-        actual = os.path.getsize(full)
+        actual = listing.size(rel)
         if actual != size:
             return f"{rel} has {actual} bytes where {size} were written"
-    sums = iter(_checksums([job for _, _, jobs, _ in entries for job in jobs]))
-    for rel, _, jobs, expected in entries:
-        if [next(sums) for _ in jobs] != expected:
+    jobs = [job for _, _, file_jobs, _ in entries for job in file_jobs]
+    known = [listing.stored_crc32c(job) for job in jobs]  # the store's checksum of a whole object
+    computed = iter(_checksums([job for job, k in zip(jobs, known, strict=True) if k is None]))
+    sums = iter([k if k is not None else next(computed) for k in known])
+    for rel, _, file_jobs, expected in entries:
+        if [next(sums) for _ in file_jobs] != expected:
             return f"{rel} does not hold the bytes that were written (corrupted)"
     return _commit_damage(directory) if process_index in (None, 0) else None
+
+
+class _Listing:
+    """What ``damage`` asks of a step directory's files: local ``os`` calls, one listing
+    request for a directory in an object store."""
+
+    def __init__(self, directory: str) -> None:
+        self._dir = directory
+        self._store = {e.rel: e for e in paths.files(directory)} if paths.is_url(directory) else None
+
+    def isfile(self, rel: str) -> bool:
+        return rel in self._store if self._store is not None else os.path.isfile(os.path.join(self._dir, rel))
+
+    def size(self, rel: str) -> int:
+        return (
+            self._store[rel].size
+            if self._store is not None
+            else os.path.getsize(os.path.join(self._dir, rel))
+        )
+
+    def names(self) -> list[str]:
+        if self._store is None:
+            return os.listdir(self._dir)
+        return sorted({rel.split("/", 1)[0] for rel in self._store})
+
+    def stored_crc32c(self, job: _Job) -> str | None:
+        """The store's CRC-32C of the object a format-3 job covers whole, else None."""
+        if self._store is None or job[3] is not _crc32c or job[1] != 0:
+            return None
+        entry = self._store.get(job[0][len(self._dir.rstrip("/")) + 1 :])
+        return entry.crc32c if entry is not None and job[2] == entry.size else None
 
 
 def _recorded(directory: str, record: dict) -> list[tuple[str, int, list[_Job], list[str]]]:
@@ -260,7 +299,7 @@ def _recorded(directory: str, record: dict) -> list[tuple[str, int, list[_Job], 
     fmt = record.get("format", 1)
     out = []
     for rel, (size, recorded) in record["files"].items():
-        full, size = os.path.join(directory, rel), int(size)
+        full, size = paths.join(directory, rel), int(size)
         if fmt == 3:
             jobs: list[_Job] = _pieces(full, size, int(record["piece_bytes"]))
             sums = [str(v) for v in recorded]
@@ -279,21 +318,19 @@ def _commit_damage(directory: str) -> str | None:
     they are checked by form (the step metadata is a JSON object naming the item
     handlers; the commit marker says the commit succeeded)."""
     try:
-        with open(os.path.join(directory, _STEP_METADATA), encoding="utf-8") as f:
-            metadata = json.load(f)
+        metadata = json.loads(paths.read_bytes(paths.join(directory, _STEP_METADATA)).decode("utf-8"))
         if not isinstance(metadata, dict) or "item_handlers" not in metadata:
             return f"{_STEP_METADATA} does not hold Orbax's step metadata"
     except (OSError, ValueError) as err:
         return f"{_STEP_METADATA} cannot be read ({type(err).__name__})"
     try:
-        with open(os.path.join(directory, _COMMIT_MARKER), encoding="utf-8") as f:
-            marker = f.read()
+        marker = paths.read_bytes(paths.join(directory, _COMMIT_MARKER)).decode("utf-8")
     except (OSError, ValueError) as err:
         return f"{_COMMIT_MARKER} cannot be read ({type(err).__name__})"
     # "... successful to <step directory>": the path ends with this step's name (it was
     # written in the final directory, which may since have been copied elsewhere).
     if not re.fullmatch(r"Checkpoint commit was successful to .+/(\d+)", marker.strip()) or (
-        marker.strip().rsplit("/", 1)[-1] != os.path.basename(os.path.normpath(directory))
+        marker.strip().rsplit("/", 1)[-1] != paths.basename(directory)
     ):
         return f"{_COMMIT_MARKER} does not record a successful commit of this step"
     return None
@@ -302,28 +339,19 @@ def _commit_damage(directory: str) -> str | None:
 def signature(directory: str) -> tuple[tuple[str, int, int], ...]:
     """Names, sizes and modification times of a directory's files: a cheap key under
     which a verdict of ``damage`` stays valid."""
-    out = []
-    for root, _, names in os.walk(directory):
-        for name in names:
-            full = os.path.join(root, name)
-            try:
-                st = os.stat(full)
-            except OSError:
-                continue
-            out.append((os.path.relpath(full, directory), st.st_size, st.st_mtime_ns))
-    return tuple(sorted(out))
+    return tuple((e.rel, e.size, e.version) for e in paths.files(directory))
 
 
 def set_aside(model_dir: str, step_directory: str) -> str:
     """Move a damaged checkpoint out of Orbax's directory to
     ``model_dir/checkpoints_damaged/<step>[-n]`` (kept for inspection, never deleted), so
     that training can write that step again. Returns the new path."""
-    target_dir = os.path.join(model_dir, DAMAGED_SUBDIR)
-    os.makedirs(target_dir, exist_ok=True)
-    base = os.path.join(target_dir, os.path.basename(os.path.normpath(step_directory)))
+    target_dir = paths.join(model_dir, DAMAGED_SUBDIR)
+    paths.makedirs(target_dir)
+    base = paths.join(target_dir, paths.basename(step_directory))
     target, n = base, 0
-    while os.path.exists(target):
+    while paths.exists(target):
         n += 1
         target = f"{base}-{n}"
-    shutil.move(step_directory, target)
+    paths.move(step_directory, target)
     return target

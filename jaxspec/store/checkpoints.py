@@ -8,7 +8,6 @@ import dataclasses
 import datetime
 import gc
 import logging
-import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -17,11 +16,11 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from etils import epath
 
 from jaxspec._trees import named_leaves
 from jaxspec.errors import DataLossError
 from jaxspec.store import checkpoint_integrity as integrity
+from jaxspec.store import paths
 
 _log = logging.getLogger("jaxspec")
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -88,8 +87,9 @@ def _numpy(x: Any) -> np.ndarray:
 
 
 def checkpoint_dir(model_dir: str) -> str:
-    """Where the checkpoints of ``model_dir`` live: ``model_dir/checkpoints/<global_step>``."""
-    return os.path.join(os.path.abspath(model_dir), CHECKPOINT_SUBDIR)
+    """Where the checkpoints of ``model_dir`` live: ``model_dir/checkpoints/<global_step>``
+    (a local ``model_dir`` made absolute; a URL such as ``gs://bucket/run`` kept)."""
+    return paths.join(paths.absolute(model_dir), CHECKPOINT_SUBDIR)
 
 
 def _for_orbax(x: Any) -> Any:
@@ -131,10 +131,19 @@ class CheckpointStore:
     asynchronous: the step loop goes on while the host writes; ``wait()`` blocks until
     every pending save is on disk.
 
+    A ``model_dir`` in an object store (``gs://bucket/run``) is reached through
+    ``jaxspec.store.paths``; before anything is written, its bucket must exist and its
+    store must answer (``paths.check_reachable``).
+
     Args:
-      model_dir: the Estimator's model_dir.
+      model_dir: the Estimator's model_dir (a local path or a URL).
       keep_checkpoint_max: checkpoints kept (None or 0 keeps all).
       keep_checkpoint_every_n_hours: additionally keep one checkpoint per this many hours.
+
+    Raises:
+      FileNotFoundError: ``model_dir``'s bucket does not exist (the URL is named).
+      ConnectionError: ``model_dir``'s store cannot be reached within the time
+        ``paths.check_reachable`` allows (the URL is named).
     """
 
     def __init__(
@@ -156,14 +165,16 @@ class CheckpointStore:
             ),
         )
         self.directory = checkpoint_dir(model_dir)
+        paths.check_reachable(self.directory)
         # (step, extra files) of the saves Orbax is finalising, oldest first.
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
         # (step, process checked or None for all) -> (file signature, damage)
         self._verdicts: dict[tuple[int, int | None], tuple[Any, str | None]] = {}
         self._warned: dict[int, str] = {}  # step -> the damage last named in a warning
         self._lock = threading.Lock()
+        self._last_started: int | None = None  # the step of the newest save started
         self._manager = ocp.CheckpointManager(
-            self.directory, options=options, item_handlers=ocp.StandardCheckpointHandler()
+            paths.epath_of(self.directory), options=options, item_handlers=ocp.StandardCheckpointHandler()
         )
 
     def _barrier_fn(self) -> Any:
@@ -197,10 +208,9 @@ class CheckpointStore:
             if directory is None:
                 return
             for name, data in extras.items():  # every process writes its own
-                with open(os.path.join(directory, name), "wb") as f:
-                    f.write(data)
+                paths.write_bytes_atomic(paths.join(directory, name), data)
             integrity.write_digest(directory, jax.process_index())  # each process its own files
-        except OSError as err:
+        except Exception as err:  # an object store's client raises more than OSError
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
 
     def damage(self, step: int, collective: bool = False) -> str | None:
@@ -238,7 +248,7 @@ class CheckpointStore:
         cached = self._verdicts.get((step, process_index))
         if cached is not None and cached[0] == sig:
             return cached[1]
-        if not os.path.isdir(path):
+        if not paths.isdir(path):
             verdict: str | None = "its directory is missing"
         elif integrity.has_digest(path) or integrity.promised_records(path):
             verdict = integrity.damage(path, process_index, jax.process_count())
@@ -292,7 +302,7 @@ class CheckpointStore:
         latest = self.latest_step(collective=True)
         newer = [s for s in self.all_steps() if latest is None or s > latest]
         if newer and jax.process_index() == 0:
-            model_dir = os.path.dirname(self.directory)
+            model_dir = paths.dirname(self.directory)
             for step in newer:
                 moved = integrity.set_aside(model_dir, self.path(step))
                 _log.warning("Moved the damaged checkpoint at global step %d to %s.", step, moved)
@@ -310,7 +320,7 @@ class CheckpointStore:
 
     def path(self, step: int) -> str:
         """The directory of the checkpoint at ``step``."""
-        return os.path.join(self.directory, str(step))
+        return paths.join(self.directory, str(step))
 
     def save(
         self, step: int, state: Any, extras: Mapping[str, bytes] | None = None, force: bool = True
@@ -342,6 +352,10 @@ class CheckpointStore:
                 force=force,
                 custom_metadata=integrity.records_metadata(jax.process_count()),
             )
+        except Exception as err:
+            started = False
+            self._name_failed_save(err, step)
+            raise
         except BaseException:
             started = False
             raise
@@ -350,7 +364,20 @@ class CheckpointStore:
                 with self._lock:
                     if self._saving and self._saving[-1][0] == step:
                         self._saving.pop()
+        if started:
+            self._last_started = step
         return record if started else None
+
+    def _name_failed_save(self, err: Exception, step: int | None) -> None:
+        """Say which save failed: a log line and a note on ``err`` naming the step and
+        its directory (the storage client's own error names neither). Earlier
+        checkpoints are untouched: a step's files are committed only when complete."""
+        where = (
+            "a checkpoint" if step is None else f"the checkpoint at global step {step} ({self.path(step)})"
+        )
+        message = f"Saving {where} failed ({type(err).__name__}); earlier checkpoints are kept."
+        _log.error(message)
+        err.add_note(message)
 
     def restore(self, step: int, target: Any) -> Any:
         """Restore the checkpoint of ``step`` into the structure, shapes, dtypes and
@@ -376,7 +403,7 @@ class CheckpointStore:
           DataLossError: a file of the checkpoint is truncated, corrupted or missing.
         """
         item = item_directory(path)
-        step_dir = os.path.dirname(item) if item != os.path.abspath(os.fspath(path)) else item
+        step_dir = paths.dirname(item) if item != paths.absolute(path) else item
         problem = integrity.damage(step_dir)
         if problem is not None:
             raise DataLossError(f"the checkpoint {path} cannot be read: {problem}.")
@@ -388,7 +415,7 @@ class CheckpointStore:
         _check_against_metadata(tree, target)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
         with _as_data_loss(None, path):
-            return checkpointer.restore(item, abstract)
+            return checkpointer.restore(paths.epath_of(item), abstract)
 
     def read(self, step: int | None = None) -> dict[str, np.ndarray]:
         """``{leaf name: numpy value}`` of a checkpoint (the latest by default); a PRNG key
@@ -412,7 +439,7 @@ class CheckpointStore:
         listing of the step directories is compared with the steps Orbax knows, and
         Orbax reads its checkpoint metadata again only when they differ."""
         try:
-            names = os.listdir(self.directory)
+            names = paths.listdir(self.directory)
         except OSError:
             names = []
         if sorted(int(n) for n in names if n.isdigit()) != self.all_steps():
@@ -424,15 +451,22 @@ class CheckpointStore:
 
     def read_extra(self, step: int, name: str) -> bytes | None:
         """The extra file ``name`` saved with the checkpoint of ``step``, or None."""
-        path = os.path.join(self.path(step), name)
-        if not os.path.isfile(path):
+        path = paths.join(self.path(step), name)
+        if not paths.isfile(path):
             return None
-        with open(path, "rb") as f:
-            return f.read()
+        return paths.read_bytes(path)
 
     def wait(self) -> None:
-        """Block until pending saves are complete."""
-        self._manager.wait_until_finished()
+        """Block until pending saves are complete.
+
+        Raises:
+          What the failed background part of a save raised, with a note naming its step.
+        """
+        try:
+            self._manager.wait_until_finished()
+        except Exception as err:
+            self._name_failed_save(err, self._last_started)
+            raise
 
     def close(self) -> None:
         """Finish pending saves and release the manager."""
@@ -488,11 +522,11 @@ def item_directory(path: str) -> str:
     Raises:
       ValueError: ``path`` does not exist.
     """
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.isdir(path):
+    path = paths.absolute(path)
+    if not paths.isdir(path):
         raise ValueError(f"{path} is not a checkpoint directory.")
-    default = os.path.join(path, "default")
-    return default if os.path.isdir(default) else path
+    default = paths.join(path, "default")
+    return default if paths.isdir(default) else path
 
 
 def restore_on_host(path: str) -> Any:
@@ -511,14 +545,14 @@ def restore_on_host(path: str) -> Any:
         tree,
         is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
     )
-    return checkpointer.restore(item, abstract)
+    return checkpointer.restore(paths.epath_of(item), abstract)
 
 
 def _item_tree(item: str) -> Any:
     """The array metadata tree of a checkpoint item directory, read by the item's handler:
     a Checkpointer would also look for step metadata, which lives one level up in a
     CheckpointManager step, and warn that it is missing."""
-    return ocp.StandardCheckpointHandler().metadata(epath.Path(item)).tree
+    return ocp.StandardCheckpointHandler().metadata(paths.epath_of(item)).tree
 
 
 def _check_against_metadata(metadata: Any, target: Any) -> None:

@@ -7,10 +7,17 @@ by ``flush_all()``, which every checkpoint save calls: a process killed with SIG
 loses no summary older than its last checkpoint. The ``SummaryWriter`` of ``writer()``
 (``jaxspec.summary``) writes from tensorboardX's thread; ``flush_all()`` flushes what
 that thread has written.
+
+A logdir in an object store (``gs://bucket/run``) is written through
+``jaxspec.store.paths``: tensorboardX's writer for that scheme is replaced by one that
+keeps the file's events in memory and uploads the whole object at each flush (an object
+cannot be appended to, and a new upload replaces it whole). The flush cadence above is
+then also the upload cadence.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import time
@@ -18,6 +25,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from jaxspec.store import paths
 
 FLUSH_SECS = 120.0  # tf.estimator's FileWriter default (FileWriterCache)
 
@@ -54,6 +63,44 @@ def _scalar_items(scalars: dict[str, Any]) -> list[tuple[str, float]]:
     return items
 
 
+class _StoreRecordWriter:
+    """A tensorboardX record writer for one event file in an object store."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._buffer = io.BytesIO()
+        self._uploaded = -1  # bytes in the object after the last upload
+
+    def write(self, data: bytes) -> None:
+        self._buffer.write(data)
+
+    def flush(self) -> None:
+        if self._buffer.tell() != self._uploaded:
+            paths.write_bytes_atomic(self.path, self._buffer.getvalue())
+            self._uploaded = self._buffer.tell()
+
+    def close(self) -> None:
+        self.flush()
+
+
+class _StoreWriterFactory:
+    def open(self, path: str) -> _StoreRecordWriter:
+        return _StoreRecordWriter(path)
+
+    def directory_check(self, path: str) -> None:
+        """An object store has no directories to make."""
+
+
+def _prepare_logdir(logdir: str) -> None:
+    """Make ``logdir`` (a local one), or route tensorboardX's writes to its store."""
+    if not paths.is_url(logdir):
+        os.makedirs(logdir, exist_ok=True)
+        return
+    from tensorboardX import record_writer
+
+    record_writer.register_writer_factory(logdir.split("://", 1)[0], _StoreWriterFactory())
+
+
 class _ScalarFile:
     """One event file of scalars, written synchronously (tensorboardX's ``EventsWriter``,
     no thread or queue), flushed every ``FLUSH_SECS`` and on ``flush()``."""
@@ -61,8 +108,8 @@ class _ScalarFile:
     def __init__(self, logdir: str, suffix: str) -> None:
         from tensorboardX.event_file_writer import EventsWriter
 
-        os.makedirs(logdir, exist_ok=True)
-        self._events = EventsWriter(os.path.join(logdir, "events"), suffix)  # writes file_version
+        _prepare_logdir(logdir)
+        self._events = EventsWriter(paths.join(logdir, "events"), suffix)  # writes file_version
         self._flushed = time.monotonic()
         self._pending = True
 
@@ -93,6 +140,7 @@ def writer(logdir: str) -> Any:
 
     with _lock:
         if logdir not in _writers:
+            _prepare_logdir(logdir)
             _writers[logdir] = SummaryWriter(logdir=logdir, filename_suffix=_suffix())
         return _writers[logdir]
 
@@ -141,10 +189,10 @@ def write_event_file(logdir: str, step: int, scalars: dict[str, Any]) -> None:
     from tensorboardX.summary import scalar
 
     close(logdir)
-    os.makedirs(logdir, exist_ok=True)
+    _prepare_logdir(logdir)
     with _lock:
         suffix = _suffix()
-    events = EventsWriter(os.path.join(logdir, "events"), suffix)  # writes the file_version event
+    events = EventsWriter(paths.join(logdir, "events"), suffix)  # writes the file_version event
     try:
         for name, value in _scalar_items(scalars):
             events.write_event(Event(summary=scalar(name, value), step=int(step), wall_time=time.time()))

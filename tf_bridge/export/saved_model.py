@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
+from jaxspec.store import paths
 from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import modes as _modes
@@ -297,8 +298,25 @@ def export_all_saved_models(
     Signatures TF would leave out (classify/regress without a single string receiver
     tensor, outputs not computable from the inputs) are left out with a warning. On any
     error the temporary directory (and ``export_dir_base`` itself, when this call made
-    it) is removed: nothing half-written stays behind.
+    it) is removed: nothing half-written stays behind. An ``export_dir_base`` in an object
+    store (``gs://...``) is written locally and copied there through
+    ``jaxspec.store.paths``, ``saved_model.pb`` last (``paths.export_through_local``).
     """
+    if paths.is_url(os.fsdecode(export_dir_base)):  # TF's gfile may not reach the store
+        return paths.export_through_local(
+            os.fsdecode(export_dir_base),
+            lambda local: export_all_saved_models(
+                local,
+                modes,
+                state,
+                assets_extra=assets_extra,
+                as_text=as_text,
+                global_step=global_step,
+                platforms=platforms,
+                verify=verify,
+                jax_artifact=jax_artifact,
+            ),
+        )
     chosen = modes_in_order(modes)
     if not chosen:
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
