@@ -10,6 +10,8 @@ optimizer state (and so in every checkpoint).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -53,8 +55,8 @@ class FixedLossScaleManager:
     """
 
     def __init__(self, loss_scale: float) -> None:
-        if loss_scale < 1:
-            raise ValueError(f"FixedLossScaleManager: loss_scale must be >= 1, got {loss_scale}.")
+        if not (math.isfinite(loss_scale) and loss_scale >= 1):  # NaN fails both
+            raise ValueError(f"FixedLossScaleManager: loss_scale must be finite and >= 1, got {loss_scale}.")
         self._loss_scale = float(loss_scale)
 
     def init(self) -> LossScaleState:
@@ -113,11 +115,15 @@ class ExponentialUpdateLossScaleManager:
         incr_ratio: float = 2.0,
         decr_ratio: float = 0.8,
     ) -> None:
+        if not (math.isfinite(init_loss_scale) and init_loss_scale > 0):  # NaN would skip every step
+            raise ValueError(
+                f"ExponentialUpdateLossScaleManager: init_loss_scale must be finite and > 0, got {init_loss_scale}."
+            )
         self._init_loss_scale = float(init_loss_scale)
         self._incr_every_n_steps = _check_count(incr_every_n_steps, "incr_every_n_steps")
         self._decr_every_n_nan_or_inf = _check_count(decr_every_n_nan_or_inf, "decr_every_n_nan_or_inf")
         for name, ratio in (("incr_ratio", incr_ratio), ("decr_ratio", decr_ratio)):
-            if not ratio > 0:
+            if not (math.isfinite(ratio) and ratio > 0):
                 raise ValueError(f"ExponentialUpdateLossScaleManager: {name} must be > 0, got {ratio}.")
         self._incr_ratio = float(incr_ratio)
         self._decr_ratio = float(decr_ratio)

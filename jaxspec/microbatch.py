@@ -148,7 +148,8 @@ def microbatched_value_and_grad(
 
     @functools.wraps(fun)
     def accumulated(*args: Any, **kwargs: Any) -> Any:
-        split_at = [i for i in range(len(args)) if i not in diff]
+        wrt = {i % len(args) if -len(args) <= i < 0 else i for i in diff}  # negative as jax counts them
+        split_at = [i for i in range(len(args)) if i not in wrt]
         leaves, treedef = jax.tree.flatten([_split(args[i], n, i) for i in split_at])
         arrays = [i for i, leaf in enumerate(leaves) if hasattr(leaf, "shape")]
 

@@ -72,6 +72,14 @@ def test_fixed_manager_and_argument_checks() -> None:
         jaxspec.FixedLossScaleManager(0.5)
     with pytest.raises(ValueError, match="incr_every_n_steps"):
         jaxspec.ExponentialUpdateLossScaleManager(8.0, 0)
+    for bad in (float("nan"), float("inf")):  # a NaN scale would skip every step, for ever
+        with pytest.raises(ValueError, match="loss_scale"):
+            jaxspec.FixedLossScaleManager(bad)
+    for bad in (0.0, -4.0, float("nan")):
+        with pytest.raises(ValueError, match="init_loss_scale"):
+            jaxspec.ExponentialUpdateLossScaleManager(bad, 2)
+    with pytest.raises(ValueError, match="decr_ratio"):
+        jaxspec.ExponentialUpdateLossScaleManager(8.0, 2, decr_ratio=float("nan"))
     with pytest.raises(TypeError, match="decr_every_n_nan_or_inf"):
         jaxspec.ExponentialUpdateLossScaleManager(8.0, 2, decr_every_n_nan_or_inf=1.5)
     with pytest.raises(TypeError, match="inner"):

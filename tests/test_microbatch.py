@@ -198,3 +198,18 @@ def test_the_replica_reduction_is_outside_the_microbatch_scan() -> None:
     got, _ = jax.jit(sharded)(params, tx.init(params), x, y)
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-7)
+
+
+def test_negative_argnums_count_from_the_end_as_jax() -> None:
+    """``argnums=-1`` differentiates the last argument (as jax.value_and_grad); the others
+    are split, the differentiated one is not."""
+    params, (x, y) = _params(), _data()
+
+    def loss(x, y, params):
+        return _loss(params, x, y)
+
+    want_value, want_grad = jax.value_and_grad(loss, argnums=-1)(x, y, params)
+    value, grad = jaxspec.microbatched_value_and_grad(loss, 4, argnums=-1)(x, y, params)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(want_grad), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

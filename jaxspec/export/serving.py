@@ -168,6 +168,8 @@ def serving_files(
         "format_version": FORMAT_VERSION,
         "jax_version": jax.__version__,
         "global_step": None if global_step is None else int(global_step),
+        # npz keeps the bytes of ml_dtypes' types (bfloat16, float8) but not their names
+        "weight_dtypes": {name: str(w.dtype) for name, w in zip(kept, weights, strict=True)},
         "weights": kept,
         "signatures": described,
     }
@@ -251,6 +253,14 @@ def _check_versions(manifest: Mapping[str, Any], where: str) -> None:
             )
 
 
+def _stored_weight(value: np.ndarray, dtype: str | None) -> np.ndarray:
+    """A weight read from weights.npz with the dtype it was written with: npz reads a
+    bfloat16 (or other ml_dtypes) array back as raw void bytes of the same width."""
+    if dtype is None or str(value.dtype) == dtype:
+        return value
+    return value.view(jnp.dtype(dtype))
+
+
 def load_serving(export_dir: str | bytes | os.PathLike[str]) -> dict[str, ServingFunction]:
     """The serving signatures of an export written with ``jax_artifact=True``, run by
     JAX alone (TensorFlow is not imported).
@@ -276,7 +286,8 @@ def load_serving(export_dir: str | bytes | os.PathLike[str]) -> dict[str, Servin
         manifest = json.load(f)
     _check_versions(manifest, where)
     with np.load(os.path.join(root, WEIGHTS)) as stored:
-        weights = jax.device_put([stored[name] for name in manifest["weights"]])
+        dtypes = manifest.get("weight_dtypes", {})
+        weights = jax.device_put([_stored_weight(stored[name], dtypes.get(name)) for name in manifest["weights"]])
     step = np.int32(manifest["global_step"] or 0)
     loaded = {}
     for key, sig in manifest["signatures"].items():
