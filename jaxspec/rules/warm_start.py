@@ -7,15 +7,15 @@ import collections
 import os
 from typing import Any, ClassVar
 
-FIELDS = (
-    "ckpt_to_initialize_from",
-    "vars_to_warm_start",
-    "var_name_to_vocab_info",
-    "var_name_to_prev_var_name",
+# The field names written out in the call, the form a type checker reads.
+_Fields = collections.namedtuple(
+    "WarmStartSettings",
+    ["ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name"],
 )
+FIELDS = _Fields._fields
 
 
-class WarmStartSettingsBase(collections.namedtuple("WarmStartSettings", FIELDS)):
+class WarmStartSettingsBase(_Fields):
     """Where and what to warm-start from, a namedtuple as TF's.
 
     Args:

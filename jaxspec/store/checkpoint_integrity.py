@@ -115,7 +115,12 @@ def _crc32(path: str, offset: int, length: int) -> str:  # format 2: zlib's CRC-
 
 def _sha256(path: str, offset: int, length: int) -> str:  # format 1: whole files only
     h = hashlib.sha256()
-    _reading(path, offset, length, lambda b, v: h.update(b) or 0)
+
+    def update(b: bytes, v: int) -> int:
+        h.update(b)
+        return 0
+
+    _reading(path, offset, length, update)
     return h.hexdigest()
 
 
