@@ -64,19 +64,19 @@ def export_source(
     engine = StepEngine(
         plan.model_fn, {m: plan.params_for_model_fn() for m in ModeKeys.all()}, plan.config, None
     )
-    call = StateLifecycle(plan, engine, examples[modes[0]], checkpoint_path)
-    if call.restored_step is None:
+    lifecycle = StateLifecycle(plan, engine, examples[modes[0]], checkpoint_path)
+    if lifecycle.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {plan.model_dir}.")
-    call.create_state(examples[modes[0]], None)  # every process restores (Orbax reads collectively)
+    lifecycle.create_state(examples[modes[0]], None)  # every process restores (Orbax reads collectively)
     if jax.process_index() != 0:
         _log.info("Export is written by process 0; process %d returns None.", jax.process_index())
         return None
     traced: list[SpecParts] = []
-    fns = {mode: engine.export_fn(mode, call.step_key) for mode in modes}
+    fns = {mode: engine.export_fn(mode, lifecycle.step_key) for mode in modes}
     heads = None
     if ModeKeys.PREDICT in fns:
         features, _ = examples[ModeKeys.PREDICT]
-        predict = engine.export_fn(ModeKeys.PREDICT, call.step_key, record=traced.append)
-        jax.eval_shape(predict, call.state, jnp.zeros((), jnp.int32), features, None)
+        predict = engine.export_fn(ModeKeys.PREDICT, lifecycle.step_key, record=traced.append)
+        jax.eval_shape(predict, lifecycle.state, jnp.zeros((), jnp.int32), features, None)
         heads = traced[0].export_outputs
-    return ExportSource(call.state, call.restored_step, fns, heads)
+    return ExportSource(lifecycle.state, lifecycle.restored_step, fns, heads)

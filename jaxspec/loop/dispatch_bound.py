@@ -1,0 +1,148 @@
+"""How many steps one grouped training dispatch may run, and how far the host may
+dispatch ahead of the devices, so that a SIGTERM stops training within about a second.
+
+A compiled scan cannot be cut once it runs. A plain Estimator's group (up to 1000
+steps, ``jaxspec.loop.grouping``) is therefore dispatched as scans of at most ``cap()``
+steps, a power of two sized from the measured step time to about ``DISPATCH_SECS``
+seconds, and the host keeps at most two of them on the devices (one running, one
+queued: it waits for the one before before dispatching the next). After a SIGTERM no
+further scan is dispatched, so at most two scans run after the signal. The step time
+is measured from the scans the host waits for and kept per Estimator and mode; until
+one is measured (an Estimator's first train call), a scan runs at most
+``FIRST_DISPATCH_STEPS`` steps and the next waits for it.
+
+Scans of about ``DISPATCH_SECS`` cost the devices nothing measurable: the host's part
+of a dispatch is well under a millisecond, and the next scan is queued before the
+running one ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import weakref
+from typing import Any
+
+import jax
+
+from jaxspec.loop.grouping import Chunk
+
+#: Seconds of device work one grouped training dispatch aims at. At most two dispatches
+#: are on the devices at a time, so about ``2 * DISPATCH_SECS`` of work follows a SIGTERM.
+DISPATCH_SECS = 0.5
+#: Steps of a dispatch before any step time is known (the first scan of a first call).
+FIRST_DISPATCH_STEPS = 8
+
+# Per ModeCache (one Estimator's mode): the latest measured seconds per step.
+_step_secs: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def _floor_pow2(x: float) -> int:
+    return 1 << (max(1, int(x)).bit_length() - 1)
+
+
+class DispatchBound:
+    """One train call's bound on its grouped dispatches.
+
+    Args:
+      mode_cache: the Estimator's ModeCache of TRAIN (the measured step time is kept
+        there across calls).
+      limit: the most steps of a group (``group_limit``); the cap never exceeds it.
+      stopped: ``() -> bool``, True once a SIGTERM came (no further dispatch).
+
+    Attributes:
+      done_step: the end step of the latest scan known to be finished on the devices
+        (0 before any): how far training had surely come when a signal arrived.
+    """
+
+    def __init__(self, mode_cache: Any, limit: int, stopped: Any) -> None:
+        self._cache = mode_cache
+        self._limit = max(1, int(limit))
+        self._stopped = stopped
+        self._in_flight: collections.deque[tuple[Any, int, int, float]] = collections.deque()
+        self._ready_at: float | None = None  # when the latest waited-for scan finished
+        self.done_step = 0
+
+    @property
+    def step_secs(self) -> float | None:
+        """Seconds per step, as last measured for this Estimator and mode (None: not yet)."""
+        return _step_secs.get(self._cache)
+
+    def cap(self) -> int:
+        """The most steps the next dispatch may run (a power of two, or ``limit``)."""
+        secs = self.step_secs
+        if secs is None:
+            return min(self._limit, FIRST_DISPATCH_STEPS)
+        return min(self._limit, _floor_pow2(DISPATCH_SECS / max(secs, 1e-9)))
+
+    def sizes(self, n: int, split: Any) -> list[int]:
+        """The scans of the next part of a group of ``n`` steps: ``split(n)`` (its usual
+        scans) when ``n`` fits the cap, else one scan of ``cap()`` steps (the caller asks
+        again for the rest)."""
+        cap = self.cap()
+        return split(n) if n <= cap else [cap]
+
+    def may_dispatch(self) -> bool:
+        """Wait until the devices hold at most one scan of this call (none while no
+        step time is known, so the first one is timed); False after a SIGTERM: dispatch
+        nothing more."""
+        keep = 0 if self.step_secs is None else 1
+        while len(self._in_flight) > keep and not self._stopped():
+            self._wait_oldest()
+        return not self._stopped()
+
+    def dispatched(self, out: Any, first: int, steps: int) -> None:
+        """Record a scan just dispatched: ``out`` its TrainLoopOut, running global steps
+        ``first + 1 .. first + steps``."""
+        self._in_flight.append((out.losses, first + steps, steps, time.perf_counter()))
+
+    def _wait_oldest(self) -> None:
+        losses, end, steps, dispatched_at = self._in_flight.popleft()
+        busy = not losses.is_ready()
+        losses.block_until_ready()
+        now = time.perf_counter()
+        if busy:  # it ran from its dispatch, or from the end of the scan before it
+            started = dispatched_at if self._ready_at is None else max(dispatched_at, self._ready_at)
+            _step_secs[self._cache] = (now - started) / steps
+            self._ready_at = now
+        else:
+            self._ready_at = None  # it ended at some unknown time before now
+        self.done_step = max(self.done_step, end)
+
+
+def _powers_of_two(n: int) -> list[int]:
+    """``n``'s binary decomposition, largest first (``37 -> [32, 4, 1]``)."""
+    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
+def dispatch_bounded(
+    loop: Any, bound: DispatchBound, state: Any, first: int, args: tuple[Any, ...], sizes: list[int]
+) -> list[Chunk]:
+    """Dispatch a training group (host arrays stacked ``[n, ...]``, ``n = sum(sizes)``)
+    as its scans ``sizes`` (``split_sizes``), each cut to at most ``bound.cap()`` steps
+    (a longer one runs as scans of the cap and the powers of two of its rest), each from
+    the previous one's state, the host paced to the devices (``bound.may_dispatch``
+    before every scan but the first: the caller paced that one).
+
+    Returns:
+      The scans dispatched, as Chunks: all of them, or those dispatched before a
+      SIGTERM came (the group then ends there, not finished).
+    """
+    chunks: list[Chunk] = []
+    queue, done, n = list(sizes), 0, sum(sizes)
+    while queue:
+        if chunks and not bound.may_dispatch():
+            break
+        size, cap = queue.pop(0), bound.cap()
+        if size > cap:
+            rest = size - cap
+            queue[:0] = [cap] * (rest // cap) + _powers_of_two(rest % cap)
+            size = cap
+        part = args
+        if size != n:
+            part = jax.tree.map(lambda x, a=done, b=done + size: x[a:b], args)
+        out = loop.dispatch(state, first + done, *part)
+        bound.dispatched(out, first + done, size)
+        chunks.append(Chunk(first + done, size, out))
+        state, done = out.state, done + size
+    return chunks
