@@ -60,7 +60,7 @@ class DispatchBound:
         self._limit = max(1, int(limit))
         self._stopped = stopped
         self._in_flight: collections.deque[tuple[Any, int, int, float]] = collections.deque()
-        self._ready_at: float | None = None  # when the latest waited-for scan finished
+        self._ready_at: float | None = None  # when the latest wait for a scan ended
         self.done_step = 0
 
     @property
@@ -91,22 +91,29 @@ class DispatchBound:
             self._wait_oldest()
         return not self._stopped()
 
-    def dispatched(self, out: Any, first: int, steps: int) -> None:
+    def dispatched(self, out: Any, first: int, steps: int, started: float) -> None:
         """Record a scan just dispatched: ``out`` its TrainLoopOut, running global steps
-        ``first + 1 .. first + steps``."""
-        self._in_flight.append((out.losses, first + steps, steps, time.perf_counter()))
+        ``first + 1 .. first + steps``; ``started``: ``time.perf_counter()`` before its
+        dispatch (a backend may run it inside the dispatch call)."""
+        self._in_flight.append((out.losses, first + steps, steps, started))
+
+    def wait_through(self, step: int) -> None:
+        """Wait for (and time) every scan of this call up to global step ``step``: the
+        loop is about to read their losses."""
+        while self._in_flight and self._in_flight[0][1] <= step:
+            self._wait_oldest()
 
     def _wait_oldest(self) -> None:
-        losses, end, steps, dispatched_at = self._in_flight.popleft()
-        busy = not losses.is_ready()
+        """Wait for the oldest scan and time it: from its dispatch, or from the end of the
+        wait before when that came later, to now. That is the scan's device time where
+        the devices are the bottleneck, and more (host work, a first compilation) where
+        they are not: an estimate on the safe side, for the bound on a dispatch."""
+        losses, end, steps, started = self._in_flight.popleft()
         losses.block_until_ready()
         now = time.perf_counter()
-        if busy:  # it ran from its dispatch, or from the end of the scan before it
-            started = dispatched_at if self._ready_at is None else max(dispatched_at, self._ready_at)
-            _step_secs[self._cache] = (now - started) / steps
-            self._ready_at = now
-        else:
-            self._ready_at = None  # it ended at some unknown time before now
+        since = started if self._ready_at is None else max(started, self._ready_at)
+        _step_secs[self._cache] = max(now - since, 1e-9) / steps
+        self._ready_at = now
         self.done_step = max(self.done_step, end)
 
 
@@ -116,7 +123,13 @@ def _powers_of_two(n: int) -> list[int]:
 
 
 def dispatch_bounded(
-    loop: Any, bound: DispatchBound, state: Any, first: int, args: tuple[Any, ...], sizes: list[int]
+    loop: Any,
+    bound: DispatchBound,
+    state: Any,
+    first: int,
+    args: tuple[Any, ...],
+    sizes: list[int],
+    stoppable: bool = True,
 ) -> list[Chunk]:
     """Dispatch a training group (host arrays stacked ``[n, ...]``, ``n = sum(sizes)``)
     as its scans ``sizes`` (``split_sizes``), each cut to at most ``bound.cap()`` steps
@@ -125,13 +138,15 @@ def dispatch_bounded(
     before every scan but the first: the caller paced that one).
 
     Returns:
-      The scans dispatched, as Chunks: all of them, or those dispatched before a
-      SIGTERM came (the group then ends there, not finished).
+      The scans dispatched, as Chunks: all of them, or (``stoppable``) those dispatched
+      before a SIGTERM came (the group then ends there, not finished). A group whose
+      input position is saved is not stoppable: every step read must be trained (the
+      position cannot go back), so such groups are at most ``cap()`` steps long.
     """
     chunks: list[Chunk] = []
     queue, done, n = list(sizes), 0, sum(sizes)
     while queue:
-        if chunks and not bound.may_dispatch():
+        if chunks and not bound.may_dispatch() and stoppable:
             break
         size, cap = queue.pop(0), bound.cap()
         if size > cap:
@@ -141,8 +156,9 @@ def dispatch_bounded(
         part = args
         if size != n:
             part = jax.tree.map(lambda x, a=done, b=done + size: x[a:b], args)
+        started = time.perf_counter()
         out = loop.dispatch(state, first + done, *part)
-        bound.dispatched(out, first + done, size)
+        bound.dispatched(out, first + done, size, started)
         chunks.append(Chunk(first + done, size, out))
         state, done = out.state, done + size
     return chunks

@@ -266,6 +266,7 @@ def _grouped_loops(
     ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
+    tracked = phase.position is not None and phase.position.tracking  # the input's position is saved
 
     def read(first: int) -> Any:
         if read_ahead and read_ahead[0][0] == first:
@@ -273,6 +274,8 @@ def _grouped_loops(
         n = min(limit, runner.next_needed_step(first) - first)
         if last_step is not None:
             n = min(n, last_step - first)
+        if tracked:  # every step read is trained: a group is one bounded dispatch
+            n = min(n, bound.cap())
         return phase.next_group(n, stop=stopped) if n > 0 else None
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> Any:
@@ -281,8 +284,8 @@ def _grouped_loops(
         else:
             first, state = previous.first + previous.steps, previous.out[-1].out.state
         group = read(first)
-        if group is None or not bound.may_dispatch():
-            return None  # the input ended, or a SIGTERM came (a group read is dropped): no more steps
+        if group is None or not (bound.may_dispatch() or tracked):
+            return None  # the input ended, or a SIGTERM came: a group read is dropped (no saved position)
         if before_run is None:  # ahead: only where loop k's state is nobody's
             if not state_free_after(runner.hooks, first):
                 read_ahead[:] = [(first, group)]  # dispatched after loop k is accounted for
@@ -291,7 +294,8 @@ def _grouped_loops(
         iterations[0] = group.steps
         if before_run is not None:
             before_run()
-        chunks = dispatch_bounded(loop, bound, state, first, group.args, split_sizes(mode_cache, group.steps))
+        sizes = split_sizes(mode_cache, group.steps)
+        chunks = dispatch_bounded(loop, bound, state, first, group.args, sizes, stoppable=not tracked)
         steps = sum(c.steps for c in chunks)
         iterations[0] = steps
         return InFlight(first, steps, chunks)
@@ -300,6 +304,7 @@ def _grouped_loops(
         return bool(ahead_took) and ahead_took[-1] is current
 
     def account(current: InFlight) -> bool:
+        bound.wait_through(current.first + current.steps)  # times its scans
         stop = _account(
             phase, runner, own, current.out, start, started_at, taken(current), iterations=current.steps
         )
