@@ -125,7 +125,6 @@ if __name__ == "__main__":
     try:
         est.train(IndexedBatches, hooks=[PrintEvery250()], max_steps=max_steps)
     finally:
-        secs = dispatch_bound._step_secs.get(est._compile_cache.modes["train"])
-        cap = dispatch_bound.DispatchBound(est._compile_cache.modes["train"], 1000, lambda: False).cap()
-        print(f"cap={cap} step_secs={secs}", flush=True)
+        bound = dispatch_bound.DispatchBound(est._compile_cache.modes["train"], 1000, lambda: False)
+        print(f"cap={bound.cap()} step_secs={bound.step_secs}", flush=True)
     print("finished", flush=True)

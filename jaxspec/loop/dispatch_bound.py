@@ -7,9 +7,9 @@ steps, a power of two sized from the measured step time to about ``DISPATCH_SECS
 seconds, and the host keeps at most two of them on the devices (one running, one
 queued: it waits for the one before before dispatching the next). After a SIGTERM no
 further scan is dispatched, so at most two scans run after the signal. The step time
-is measured from the scans the host waits for and kept per Estimator and mode; until
-one is measured (an Estimator's first train call), a scan runs at most
-``FIRST_DISPATCH_STEPS`` steps and the next waits for it.
+is measured from the scans the host waits for (the fastest of the recent ones) and kept
+per Estimator and mode; until one is measured (an Estimator's first train call), a scan
+runs at most ``FIRST_DISPATCH_STEPS`` steps and the next waits for it.
 
 Scans of about ``DISPATCH_SECS`` cost the devices nothing measurable: the host's part
 of a dispatch is well under a millisecond, and the next scan is queued before the
@@ -33,8 +33,35 @@ DISPATCH_SECS = 0.5
 #: Steps of a dispatch before any step time is known (the first scan of a first call).
 FIRST_DISPATCH_STEPS = 8
 
-# Per ModeCache (one Estimator's mode): the latest measured seconds per step.
-_step_secs: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+#: Measured scans an estimate looks back on: it is their fastest step (other work on
+#: the machine only ever adds time), so one slow scan does not shrink the bound.
+RECENT_SCANS = 8
+
+
+class StepTimes:
+    """Seconds per step of one Estimator's training scans: ``recent``, the latest
+    ``RECENT_SCANS`` scans that ran an executable already run before, and ``first``,
+    the fastest scan of a just compiled one (its first run may include compilation
+    work), used only while ``recent`` is empty."""
+
+    def __init__(self) -> None:
+        self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_SCANS)
+        self.first: float | None = None
+
+    def add(self, secs_per_step: float, compiled: bool) -> None:
+        """One scan's seconds per step; ``compiled``: its executable was new."""
+        if compiled:
+            self.first = secs_per_step if self.first is None else min(self.first, secs_per_step)
+        else:
+            self.recent.append(secs_per_step)
+
+    def estimate(self) -> float | None:
+        """Seconds per step (None before any scan was timed)."""
+        return min(self.recent) if self.recent else self.first
+
+
+# Per ModeCache (one Estimator's mode): its StepTimes, kept across train calls.
+_step_times: weakref.WeakKeyDictionary[Any, StepTimes] = weakref.WeakKeyDictionary()
 
 
 def _floor_pow2(x: float) -> int:
@@ -65,15 +92,17 @@ class DispatchBound:
 
     @property
     def step_secs(self) -> float | None:
-        """Seconds per step, as last measured for this Estimator and mode (None: not yet)."""
-        return _step_secs.get(self._cache)
+        """Seconds per step, as measured for this Estimator and mode (None: not yet)."""
+        times = _step_times.get(self._cache)
+        return None if times is None else times.estimate()
 
     def cap(self) -> int:
         """The most steps the next dispatch may run (a power of two, or ``limit``)."""
         secs = self.step_secs
         if secs is None:
             return min(self._limit, FIRST_DISPATCH_STEPS)
-        return min(self._limit, _floor_pow2(DISPATCH_SECS / max(secs, 1e-9)))
+        steps = DISPATCH_SECS / max(secs, 1e-9)
+        return self._limit if steps >= self._limit else _floor_pow2(steps)
 
     def sizes(self, n: int, split: Any) -> list[int]:
         """The scans of the next part of a group of ``n`` steps: ``split(n)`` (its usual
@@ -91,11 +120,13 @@ class DispatchBound:
             self._wait_oldest()
         return not self._stopped()
 
-    def dispatched(self, out: Any, first: int, steps: int, started: float) -> None:
+    def dispatched(self, out: Any, first: int, steps: int, started: float, compiled: bool = False) -> None:
         """Record a scan just dispatched: ``out`` its TrainLoopOut, running global steps
         ``first + 1 .. first + steps``; ``started``: ``time.perf_counter()`` before its
-        dispatch (a backend may run it inside the dispatch call)."""
-        self._in_flight.append((out.losses, first + steps, steps, started))
+        dispatch (a backend may run it inside the dispatch call); ``compiled``: its
+        executable was compiled by that dispatch (its first run may be slower still: XLA
+        may finish compiling then), so its time may only lower the estimate."""
+        self._in_flight.append((out.losses, first + steps, steps, started, compiled))
 
     def wait_through(self, step: int) -> None:
         """Wait for (and time) every scan of this call up to global step ``step``: the
@@ -106,13 +137,14 @@ class DispatchBound:
     def _wait_oldest(self) -> None:
         """Wait for the oldest scan and time it: from its dispatch, or from the end of the
         wait before when that came later, to now. That is the scan's device time where
-        the devices are the bottleneck, and more (host work, a first compilation) where
-        they are not: an estimate on the safe side, for the bound on a dispatch."""
-        losses, end, steps, started = self._in_flight.popleft()
+        the devices are the bottleneck, and more (host work, a first run) where they are
+        not: an estimate on the safe side, for the bound on a dispatch."""
+        losses, end, steps, started, compiled = self._in_flight.popleft()
         losses.block_until_ready()
         now = time.perf_counter()
         since = started if self._ready_at is None else max(started, self._ready_at)
-        _step_secs[self._cache] = max(now - since, 1e-9) / steps
+        times = _step_times.setdefault(self._cache, StepTimes())
+        times.add(max(now - since, 1e-9) / steps, compiled)
         self._ready_at = now
         self.done_step = max(self.done_step, end)
 
@@ -158,7 +190,7 @@ def dispatch_bounded(
             part = jax.tree.map(lambda x, a=done, b=done + size: x[a:b], args)
         started = time.perf_counter()
         out = loop.dispatch(state, first + done, *part)
-        bound.dispatched(out, first + done, size, started)
+        bound.dispatched(out, first + done, size, started, getattr(loop, "last_compile_secs", 0.0) > 0)
         chunks.append(Chunk(first + done, size, out))
         state, done = out.state, done + size
     return chunks
