@@ -254,7 +254,9 @@ def _grouped_loops(
     A loop runs as scans of at most about ``DISPATCH_SECS`` each, at most two on the
     devices (``DispatchBound``). A SIGTERM stops reading a group's input at the next
     step and dispatches nothing more: a group being read is dropped, one being
-    dispatched ends after its scans already dispatched (it is not finished)."""
+    dispatched ends after its scans already dispatched (it is not finished). Where the
+    input's position is saved, every step read must be trained (the position cannot go
+    back): groups are then one bounded scan long, and the steps read are trained."""
     lifecycle, loop = phase.lifecycle, phase.loop
     pending_first = phase.feeder.peek_step()
     limit = group_limit(phase.plan.config, pending_first[0] if pending_first is not None else ())
