@@ -11,7 +11,6 @@ optimizer state (and so in every checkpoint).
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from typing import Any, NamedTuple
 

@@ -328,9 +328,9 @@ def _order(monkeypatch):
         events.append(("dispatch", int(global_step)))
         return dispatch(self, state, global_step, *args, **kwargs)
 
-    def recording_after_run(self, values, state, global_step, *args, **kwargs):
-        events.append(("after_run", int(global_step)))
-        return after_run(self, values, state, global_step, *args, **kwargs)
+    def recording_after_run(self, values, *args, **kwargs):
+        events.append(("after_run", int(self.session.global_step)))
+        return after_run(self, values, *args, **kwargs)
 
     monkeypatch.setattr(CompiledLoop, "dispatch", recording_dispatch)
     monkeypatch.setattr(HookRunner, "after_run", recording_after_run)

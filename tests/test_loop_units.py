@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 
 import jax
 import jax.numpy as jnp
@@ -172,9 +173,10 @@ def test_state_lifecycle_inits_scaffolds_keeps_and_restores(tmp_path):
 
     saved = plan.store.save(7, life.state)
     plan.store.wait()
-    life.global_step = 7
-    assert saved is not None and saved.step == 7 and saved.source is life.state
-    life.remember(7)
+    life.advance(types.SimpleNamespace(state=life.state), 7, donated=False)  # a loop of 7 steps
+    assert life.global_step == 7
+    assert saved is not None and saved.step == 7
+    life.finish()
     assert plan.compile_cache.live.step == 7
 
     # The next call restores step 7: from memory while the directory on disk is unchanged.
@@ -184,7 +186,7 @@ def test_state_lifecycle_inits_scaffolds_keeps_and_restores(tmp_path):
     again.create_state(batch, scaffold)
     assert again.state is kept  # no read from disk, no scaffold
     assert plan.compile_cache.live is None  # training donates it to its first loop: not kept
-    again.remember(7)  # the call's end keeps its state again
+    again.finish()  # the call's end (at the restored step 7) keeps its state again
     assert plan.compile_cache.live.state is kept
 
     # A checkpoint rewritten on disk (a new directory identity) is read back instead.

@@ -287,7 +287,9 @@ def load_serving(export_dir: str | bytes | os.PathLike[str]) -> dict[str, Servin
     _check_versions(manifest, where)
     with np.load(os.path.join(root, WEIGHTS)) as stored:
         dtypes = manifest.get("weight_dtypes", {})
-        weights = jax.device_put([_stored_weight(stored[name], dtypes.get(name)) for name in manifest["weights"]])
+        weights = jax.device_put(
+            [_stored_weight(stored[name], dtypes.get(name)) for name in manifest["weights"]]
+        )
     step = np.int32(manifest["global_step"] or 0)
     loaded = {}
     for key, sig in manifest["signatures"].items():

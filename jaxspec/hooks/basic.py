@@ -110,6 +110,14 @@ class LoggingTensorHook(SessionRunHook):
         step = timer_step(self._timer, global_step - self._start - 1)
         return step if step == NEVER else step + self._start + 1
 
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads fetched values, never ``session.state``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Fetch the tensors when this run's (last) iteration is due."""
         last = self._iter + getattr(run_context, "iterations", 1) - 1
@@ -153,10 +161,19 @@ class StopAtStepHook(SessionRunHook):
             raise ValueError("StopAtStepHook: give exactly one of num_steps and last_step.")
         self._num_steps, self._last_step = num_steps, last_step
 
-    @property
     def last_step(self) -> int | None:
-        """The step this hook stops at (known once the session exists)."""
+        """The step this hook stops at (known once the session exists): every loop ends
+        there at the latest."""
         return self._last_step
+
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads the global step only."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """Whether ``step`` is at or past the last step (unknown before the session
+        exists: True)."""
+        return self._last_step is None or step >= self._last_step
 
     def after_create_session(self, session: HostSession, coord: Any) -> None:
         """Fix ``last_step`` from the current global step when num_steps was given."""
@@ -211,6 +228,15 @@ class NanTensorHook(SessionRunHook):
         step only)."""
         return NEVER if self._fail and self._name == "loss" else None
 
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads the loss only."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """Only when it stops rather than fails on a NaN (an error ends training and
+        discards the state anyway)."""
+        return not self._fail
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the loss (every step's of the run, for ``'loss'``)."""
         return SessionRunArgs("losses" if self._name == "loss" else self._name)
@@ -260,6 +286,14 @@ class StepCounterHook(SessionRunHook):
     def next_required_step(self, global_step: int) -> int:
         """The next measuring step (NEVER with every_n_secs)."""
         return timer_step(self._timer, global_step)
+
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads fetched values, never ``session.state``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
@@ -316,6 +350,14 @@ class SummarySaverHook(SessionRunHook):
         """The next step to write (NEVER with save_secs)."""
         return timer_step(self._timer, global_step)
 
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads fetched values, never ``session.state``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step and, when due, the summaries."""
         return SessionRunArgs({"global_step": "global_step", "values": self._names})
@@ -355,6 +397,14 @@ class FinalOpsHook(SessionRunHook):
     def next_required_step(self, global_step: int) -> int:
         """NEVER: only ``end()`` reads."""
         return NEVER
+
+    def reads_state_after(self, step: int) -> bool:
+        """False: ``end()`` reads fetched values, never ``session.state``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
 
     @property
     def final_ops_values(self) -> Any:
@@ -407,6 +457,14 @@ class ProfilerHook(SessionRunHook):
             due = self._timer.next_trigger_step(due)
         return due - 1 if due - 1 > global_step else due
 
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads the global step only."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Start a trace when the next run is due."""
         import jax
@@ -449,6 +507,14 @@ class FeedFnHook(SessionRunHook):
     def next_required_step(self, global_step: int) -> int:
         """NEVER: it raises in ``begin()``."""
         return NEVER
+
+    def reads_state_after(self, step: int) -> bool:
+        """False: it raises in ``begin()``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it raises in ``begin()``."""
+        return False
 
     def begin(self) -> None:
         """Raise: there is nothing to feed."""

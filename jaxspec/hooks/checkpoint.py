@@ -56,10 +56,6 @@ class CheckpointSaverHook(SessionRunHook):
       extras: ``global_step -> {file name: bytes}``, extra files saved in each checkpoint
         (jaxspec's; the train loop passes the input position), or None.
 
-    Attributes:
-      final_checkpoint: the SavedCheckpoint of the save ``end()`` made (None when the
-        final step had been saved already).
-
     Raises:
       ValueError: both or neither of save_secs/save_steps.
     """
@@ -82,7 +78,6 @@ class CheckpointSaverHook(SessionRunHook):
         self._listeners = list(listeners or ())
         self._extras = extras
         self._saved_step: int | None = None
-        self.final_checkpoint: SavedCheckpoint | None = None
 
     def begin(self) -> None:
         """Start the listeners."""
@@ -112,6 +107,17 @@ class CheckpointSaverHook(SessionRunHook):
         step = self._timer.next_trigger_step(global_step)
         return NEVER if step is None else step
 
+    def reads_state_after(self, step: int) -> bool:
+        """Whether a save is due at ``step`` (seconds counted up to now). A seconds
+        trigger that elapses after the loop asked is honoured one loop later: a save
+        is deferred while ``session.state`` is None (given to the loop ahead)."""
+        return self.due_at(step)
+
+    def may_stop_after(self, step: int) -> bool:
+        """Whether a listener's ``after_save`` may stop training at ``step``: a save is
+        due there and there are listeners (without any, it never stops)."""
+        return bool(self._listeners) and self.due_at(step)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")
@@ -130,7 +136,7 @@ class CheckpointSaverHook(SessionRunHook):
         """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
         if step != self._saved_step:
-            self.final_checkpoint = self._save(session, step)[0]
+            self._save(session, step)
         self._store.wait()  # the final checkpoint is complete when training returns
         for listener in self._listeners:
             listener.end(session, step)
@@ -152,3 +158,57 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             stop = bool(listener.after_save(session, step)) or stop
         return saved, stop
+
+
+def check_saving_listeners(saving_listeners: Any, config: Any) -> list[CheckpointSaverListener]:
+    """tf.estimator's rules for ``train(saving_listeners=)``: the listeners as a list.
+
+    Raises:
+      TypeError: an entry is not a CheckpointSaverListener.
+      ValueError: listeners given while checkpoint saving is off (both of RunConfig's
+        ``save_checkpoints_steps`` and ``save_checkpoints_secs`` None).
+    """
+    listeners = list(saving_listeners or ())
+    for listener in listeners:
+        if not isinstance(listener, CheckpointSaverListener):
+            raise TypeError(
+                f"saving_listeners must hold CheckpointSaverListeners, got {type(listener).__name__}."
+            )
+    if listeners and not config.save_checkpoints_steps and not config.save_checkpoints_secs:
+        raise ValueError("saving_listeners need checkpoint saving on (save_checkpoints_steps or _secs).")
+    return listeners
+
+
+def estimator_saver(
+    hooks: list[Any],
+    model_dir: str,
+    config: Any,
+    listeners: list[CheckpointSaverListener],
+    store: CheckpointStore,
+    extras: Callable[[int], Mapping[str, bytes]] | None,
+) -> CheckpointSaverHook | None:
+    """The Estimator's own CheckpointSaverHook, as tf.estimator adds one: only when
+    none is among ``hooks`` (the user's and the spec's); it saves every RunConfig
+    ``save_checkpoints_steps`` steps or ``save_checkpoints_secs`` seconds, and the final
+    step (with neither set, only the step training starts from and the final one).
+
+    Raises:
+      ValueError: ``listeners`` given while ``hooks`` hold a CheckpointSaverHook.
+    """
+    if any(isinstance(h, CheckpointSaverHook) for h in hooks):
+        if listeners:
+            raise ValueError(
+                "saving_listeners need the Estimator's own CheckpointSaverHook; pass them to yours."
+            )
+        return None
+    steps, secs = config.save_checkpoints_steps, config.save_checkpoints_secs
+    if not steps and not secs:
+        secs = float("inf")  # no periodic saves; the final step is still saved in end()
+    return CheckpointSaverHook(
+        model_dir,
+        save_secs=secs or None,
+        save_steps=steps or None,
+        listeners=listeners,
+        store=store,
+        extras=extras,
+    )

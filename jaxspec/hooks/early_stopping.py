@@ -90,6 +90,17 @@ class _StopOnPredicateHook(SessionRunHook):
         step = self._timer.next_trigger_step(global_step)
         return NEVER if step is None else step
 
+    def reads_state_after(self, step: int) -> bool:
+        """False: it reads the eval event files, never ``session.state``."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """Whether it decides at ``step``: a steps timer due there, or any step with
+        run_every_secs (the time may come before the loop ends)."""
+        if self._timer.next_trigger_step(step) is None:
+            return True
+        return self._timer.should_trigger_for_step(step)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         """Fetch the global step."""
         return SessionRunArgs("global_step")

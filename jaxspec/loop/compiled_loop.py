@@ -3,6 +3,7 @@ input shape and dispatched."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import jax
@@ -57,6 +58,7 @@ class CompiledLoop:
         self.abstract_state = abstract_state
         self.step_key = step_key
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
+        self.last_compile_secs = 0.0  # seconds the latest dispatch spent lowering and compiling (0: none)
         self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
         # Built once per Estimator and mode, for the state's shardings (the loop keeps
         # the state's layout; they are the same on every call of one Estimator).
@@ -131,6 +133,7 @@ class CompiledLoop:
         done = self._cache.compiled_keep if keep_state else self._cache.compiled
         compiled = done.get(sig)
         if compiled is None:
+            began = time.perf_counter()
             with self.notes.noting(batch_args, global_step):
                 lowered = None if keep_state else self._cache.lowered.pop(sig, None)
                 if lowered is None:
@@ -141,6 +144,7 @@ class CompiledLoop:
                     jitted = self._cache.jitted_keep if keep_state else self._jitted
                     lowered = jitted.lower(*self._specs(None, batch_args))
                 compiled = done[sig] = lowered.compile()
+            self.last_compile_secs = time.perf_counter() - began
         return compiled
 
     def dispatch(
@@ -157,6 +161,7 @@ class CompiledLoop:
         if self._device_step is None or self._device_step[0] != global_step:
             self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
         keep = keep_state and self.mode == ModeKeys.TRAIN
+        self.last_compile_secs = 0.0
         executable = self._compile(device_args, global_step, keep_state=keep)
         out = executable(state, self._device_step[1], self.step_key, *device_args)
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])

@@ -3,12 +3,16 @@
 A training loop donates its state (``CompiledLoop``): once loop k+1 is dispatched from
 loop k's output state, that state is gone from the devices. A loop dispatched ahead (see
 ``jaxspec.loop.pipeline``) therefore donates only after a loop whose output state the
-host will not read: no hook needs ``session.state`` and no hook may stop training at that
-step (a stop keeps the state of the step it was requested at). Hooks of unknown kinds (a
-user's own SessionRunHook) may do either at any step, so with one of them the loop ahead
-keeps the state (``CompiledLoop.dispatch(keep_state=True)``): two states on the devices.
-That is done only while a second state is small (``KeepAhead``); a larger state is not
-dispatched ahead of such a hook, so the devices hold one state, as a hand donated loop.
+host will not read: every hook answers that it does not read ``session.state`` and will
+not stop training at that step (a stop keeps the state of the step it was requested
+at). The loop asks the hooks (``reads_state_after``, ``may_stop_after``: the hook
+protocol in ``jaxspec.spec.hooks``), never their classes. A hook that does not answer
+(a user's own SessionRunHook) may do either at any step, so with one of them the loop
+ahead keeps the state (``CompiledLoop.dispatch(keep_state=True)``): two states on the
+devices. That is done only while a second state is small (``KeepAhead``); a larger state
+is not dispatched ahead of such a hook, so the devices hold one state, as a hand donated
+loop. A hook that answers that it reads the state at a step (a save due there) is waited
+for at that step instead: one state, and no second executable compiled for it.
 """
 
 from __future__ import annotations
@@ -18,51 +22,27 @@ from typing import Any
 
 import jax
 
-from jaxspec.hooks.basic import (
-    LoggingTensorHook,
-    NanTensorHook,
-    ProfilerHook,
-    StepCounterHook,
-    StopAtStepHook,
-    SummarySaverHook,
-)
-from jaxspec.hooks.checkpoint import CheckpointSaverHook
-
-#: jaxspec's hooks that read neither the state nor stop training other than at a step
-#: the loops already end at (StopAtStepHook's last step bounds every loop).
-_STATE_FREE: tuple[type, ...] = (
-    LoggingTensorHook,
-    StepCounterHook,
-    SummarySaverHook,
-    ProfilerHook,
-    StopAtStepHook,
-)
+from jaxspec.spec.hooks import may_stop, reads_state
 
 
-def state_free_after(hooks: Iterable[Any], step: int, own: tuple[type, ...] = ()) -> bool:
+def state_free_after(hooks: Iterable[Any], step: int) -> bool:
     """Whether no hook will read the state, or stop training, after global step ``step``.
 
     Args:
       hooks: every hook of the call (the user's, the spec's and the Estimator's own).
       step: the global step a loop ends at.
-      own: further hook classes known to be state-free (the train loop's ProgressHook).
 
     Returns:
-      True when each hook is state-free: one of ``_STATE_FREE`` or ``own``, a
-      NanTensorHook that fails (an error discards the state anyway), or a
-      CheckpointSaverHook whose timer does not trigger at ``step`` (a time trigger that
-      elapses after this check is honoured one loop later: the saver defers a save while
-      ``session.state`` is None).
+      True when each hook answers ``reads_state_after(step)`` False and
+      ``may_stop_after(step)`` False (a hook that does not answer reads and stops).
     """
-    for hook in hooks:
-        if isinstance(hook, _STATE_FREE + own):
-            continue
-        if isinstance(hook, NanTensorHook) and hook.fails:
-            continue
-        if isinstance(hook, CheckpointSaverHook) and not hook.due_at(step):
-            continue
-        return False
-    return True
+    return all(reads_state(h, step) is False and not may_stop(h, step) for h in hooks)
+
+
+def state_read_at(hooks: Iterable[Any], step: int) -> bool:
+    """Whether some hook answers, itself, that it reads the state after ``step`` (not a
+    hook that does not answer: that one may read after any step)."""
+    return any(reads_state(h, step) is True for h in hooks)
 
 
 #: Without a memory size from the device (CPU): the largest state, in bytes per device,

@@ -97,8 +97,8 @@ def _run_evaluate(
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         raise ValueError("evaluate: input_fn gave no data.")
-    call = phase.state
-    if call.restored_step is None:
+    lifecycle = phase.lifecycle
+    if lifecycle.restored_step is None:
         _log.info("No checkpoint in %s; evaluating the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
     try:
@@ -108,16 +108,16 @@ def _run_evaluate(
         phase.close()
     results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
     scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
-    results["global_step"] = call.global_step
+    results["global_step"] = lifecycle.global_step
     runner.end()
     console.line(
         "Saving dict for global step %d: %s",
-        call.global_step,
+        lifecycle.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
     )
     # A new event file, complete on disk when evaluate returns (only this directory's:
     # training may be writing its own).
-    summaries.write_event_file(eval_dir(plan.model_dir, name), call.global_step, scalars)
+    summaries.write_event_file(eval_dir(plan.model_dir, name), lifecycle.global_step, scalars)
     return results
 
 
@@ -141,14 +141,14 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
     runs its host functions, reads its loss and runs the hooks, which still see each loop
     in order with its exact loss.
     """
-    call, loop = phase.state, phase.loop
+    lifecycle, loop = phase.lifecycle, phase.loop
     asked = 0  # steps asked of the input so far (loops dispatched)
     totals: dict[str, Any] | None = None
     done = 0
     # One device, one step per run, no hook that needs a step: batches run grouped, in
     # loops growing from _FIRST_GROUP batches.
     grouped = groups_steps(phase.plan) and all(
-        declared_step(h, call.global_step) == NEVER for h in runner.hooks
+        declared_step(h, lifecycle.global_step) == NEVER for h in runner.hooks
     )
     limit = phase.iterations_per_loop
     if grouped:
@@ -172,7 +172,9 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
             before_run()
         sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]
         return InFlight(
-            first, group.steps, dispatch_chunks(loop, call.state, call.global_step, group.args, sizes)
+            first,
+            group.steps,
+            dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes),
         )
 
     def account(current: InFlight) -> bool:
@@ -188,11 +190,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
         console.eval_progress(done - n, done, steps)
         loss = _host_mean(states["loss"])
         values = last_step_values(chunks[-1].out.hook_values)
-        return bool(
-            runner.after_run(
-                {"loss": loss, "losses": np.reshape(loss, (1,))}, call.state, call.global_step, values
-            )
-        )
+        return bool(runner.after_run({"loss": loss, "losses": np.reshape(loss, (1,))}, values))
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
     return totals

@@ -70,18 +70,20 @@ def export_source(
     engine = StepEngine(
         plan.model_fn, {m: plan.params_for_model_fn() for m in ModeKeys.all()}, plan.config, None
     )
-    call = StateLifecycle(plan, engine, examples[modes[0]], checkpoint_path)
-    if call.restored_step is None:
+    lifecycle = StateLifecycle(plan, engine, examples[modes[0]], checkpoint_path)
+    if lifecycle.restored_step is None:
         raise ValueError(f"export: no trained model (checkpoint) in {plan.model_dir}.")
-    call.create_state(examples[modes[0]], None)  # every process restores (Orbax reads collectively)
+    lifecycle.create_state(examples[modes[0]], None)  # every process restores (Orbax reads collectively)
     if jax.process_index() != 0:
         _log.info("Export is written by process 0; process %d returns None.", jax.process_index())
         return None
     traced: list[SpecParts] = []
-    fns = {mode: engine.export_fn(mode, call.step_key) for mode in modes}
+    fns = {mode: engine.export_fn(mode, lifecycle.step_key) for mode in modes}
     # The PREDICT trace that finds the leaves it reads also records its export heads.
-    trace_fns = {ModeKeys.PREDICT: engine.export_fn(ModeKeys.PREDICT, call.step_key, record=traced.append)}
+    trace_fns = {
+        ModeKeys.PREDICT: engine.export_fn(ModeKeys.PREDICT, lifecycle.step_key, record=traced.append)
+    }
     inputs = {m: (examples[m][0], None if m == ModeKeys.PREDICT else examples[m][1]) for m in modes}
-    slim = slim_export(call.state, fns, inputs, trace_fns, train_mode=ModeKeys.TRAIN)
+    slim = slim_export(lifecycle.state, fns, inputs, trace_fns, train_mode=ModeKeys.TRAIN)
     heads = traced[0].export_outputs if ModeKeys.PREDICT in fns else None
-    return ExportSource(slim.state, call.restored_step, slim.fns, heads, slim.left_out)
+    return ExportSource(slim.state, lifecycle.restored_step, slim.fns, heads, slim.left_out)

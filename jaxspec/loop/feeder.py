@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import jax
@@ -243,8 +243,9 @@ class StepFeeder:
         first, *self._queued = exact_loss_steps(compact, len(real), len(mask), self._replicas)
         return first
 
-    def next_group(self, max_steps: int) -> StepGroup | None:
-        """Up to ``max_steps`` consecutive steps of one shape, stacked on a new axis 0.
+    def next_group(self, max_steps: int, stop: Callable[[], bool] | None = None) -> StepGroup | None:
+        """Up to ``max_steps`` consecutive steps of one shape, stacked on a new axis 0;
+        fewer when ``stop()`` (checked before each further step is read) turns True.
 
         Returns ``((features, labels) [N, B, ...], mask [N, B], N)`` or None at the end.
         """
@@ -254,11 +255,13 @@ class StepFeeder:
         if self._exact_loss and _is_split(first):
             group = self._split_group(first)
         else:
-            group = self._stacked_group(first, max_steps)
+            group = self._stacked_group(first, max_steps, stop)
         self._last = (group.batch, group.mask)
         return group
 
-    def _stacked_group(self, first: tuple[Batch, np.ndarray], max_steps: int) -> StepGroup:
+    def _stacked_group(
+        self, first: tuple[Batch, np.ndarray], max_steps: int, stop: Callable[[], bool] | None = None
+    ) -> StepGroup:
         """``first`` and up to ``max_steps - 1`` following steps of its shape, each copied
         into the stacked arrays as soon as it is read (the input may reuse its buffers for
         the next batch). The arrays are allocated for ``max_steps`` (untouched pages cost
@@ -271,8 +274,8 @@ class StepFeeder:
             o[0] = x
         n, ended = 1, False
         if first[1] is self._ones and not self._per_replica_input and not self._exact_loss:
-            n, ended = self._stack_full(first[0], out, max_steps)
-        while n < max_steps and not ended:
+            n, ended = self._stack_full(first[0], out, max_steps, stop)
+        while n < max_steps and not ended and not (stop is not None and stop()):
             step = self.next_step()
             if step is None:
                 break
@@ -290,7 +293,9 @@ class StepFeeder:
         batch, mask = jax.tree.unflatten(treedef, [o[:n] for o in out])
         return StepGroup(batch, mask, n)
 
-    def _stack_full(self, first: Batch, out: list[np.ndarray], max_steps: int) -> tuple[int, bool]:
+    def _stack_full(
+        self, first: Batch, out: list[np.ndarray], max_steps: int, stop: Callable[[], bool] | None = None
+    ) -> tuple[int, bool]:
         """The common case of ``_stacked_group``: full input batches of ``first``'s
         structure, shapes and dtypes are its steps as they are (mask all ones), so they
         are copied into ``out`` (the batch's leaves, then the mask) with no per-step
@@ -300,7 +305,7 @@ class StepFeeder:
         signature = [(o.shape[1:], o.dtype) for o in out[:-1]]
         rows, n, ended = self._rows, 1, False
         assert rows is not None  # set by the full step ``first``
-        while n < max_steps:
+        while n < max_steps and not (stop is not None and stop()):
             batch = self._pull()
             if batch is None:
                 ended = True

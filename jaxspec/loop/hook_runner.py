@@ -49,21 +49,38 @@ class HostSession:
     ``run(fetches)`` resolves names (``'global_step'`` always; ``'loss'`` and the hook's
     own ``step_tensors()`` names after a step) to their latest numpy values. ``state`` is
     the current state pytree (a JAX addition: hooks that save or inspect the model read
-    it instead of variables); ``global_step`` the current global step (int).
+    it instead of variables; None while a loop dispatched ahead holds it), and
+    ``global_step`` the current global step (int): both read from the call's
+    StateLifecycle, the one owner of the state; the session keeps no copy.
+
+    Args:
+      lifecycle: the call's StateLifecycle (anything with ``state`` and
+        ``global_step``), or None (no state: ``state`` None, ``global_step`` 0).
+      values: the latest values, shared with other views of this session.
+      own: a hook's own step tensor values, for its view in ``end``.
     """
 
-    def __init__(self, values: dict[str, Any] | None = None, own: dict[str, Any] | None = None) -> None:
-        self.state: Any = None
-        self.global_step = 0
+    def __init__(
+        self, lifecycle: Any = None, values: dict[str, Any] | None = None, own: dict[str, Any] | None = None
+    ) -> None:
+        self._lifecycle = lifecycle
         self._values: dict[str, Any] = {} if values is None else values
         self._own = own
+
+    @property
+    def state(self) -> Any:
+        """The state at ``global_step`` (the lifecycle's), or None."""
+        return None if self._lifecycle is None else self._lifecycle.state
+
+    @property
+    def global_step(self) -> int:
+        """The current global step (the lifecycle's)."""
+        return 0 if self._lifecycle is None else int(self._lifecycle.global_step)
 
     def for_hook(self, own: dict[str, Any] | None) -> HostSession:
         """This session as one hook sees it in ``end``: its ``run`` also resolves that
         hook's own step tensors (``own``); the latest values are shared, not copied."""
-        view = HostSession(self._values, own)
-        view.state, view.global_step = self.state, self.global_step
-        return view
+        return HostSession(self._lifecycle, self._values, own)
 
     def update(self, values: dict[str, Any]) -> None:
         """Record the latest values (numpy) of a step or loop."""
@@ -82,7 +99,7 @@ class HookRunner:
     """Calls the hooks of one train/evaluate/predict call in tf.estimator's order.
 
     Order: ``hooks`` (the user's), then the spec's hooks, then ``after`` (the
-    Estimator's own, e.g. its CheckpointSaverHook).
+    Estimator's own, e.g. its checkpoint saver).
 
     Args:
       hooks: the user's hooks.
@@ -90,6 +107,8 @@ class HookRunner:
         (``SpecParts.all_hooks``); ``chief_count`` of them, at the end, are chief-only and
         run on process 0 only.
       after: hooks that run last.
+      lifecycle: the call's StateLifecycle: the session's ``state`` and
+        ``global_step`` are read from it (the runner keeps no copy).
     """
 
     def __init__(
@@ -98,6 +117,7 @@ class HookRunner:
         spec_hooks: Iterable[SessionRunHook] = (),
         chief_count: int = 0,
         after: Iterable[SessionRunHook] = (),
+        lifecycle: Any = None,
     ) -> None:
         spec = list(spec_hooks)
         chief = jax.process_index() == 0
@@ -109,7 +129,7 @@ class HookRunner:
                 raise TypeError(f"hooks must be SessionRunHooks, got {type(h).__name__}.")
         self._entries = entries
         self.hooks = [h for h, _ in entries]
-        self.session = HostSession()
+        self.session = HostSession(lifecycle)
         self._spec_values: list[dict[str, Any]] = [{} for _ in spec]
         self._args: list[SessionRunArgs | None] = []
         self._context: SessionRunContext | None = None
@@ -119,9 +139,8 @@ class HookRunner:
         for h in self.hooks:
             h.begin()
 
-    def after_create_session(self, state: Any, global_step: int) -> None:
+    def after_create_session(self) -> None:
         """``after_create_session(session, None)`` on every hook once the state exists."""
-        self.session.state, self.session.global_step = state, global_step
         for h in self.hooks:
             h.after_create_session(self.session, None)
 
@@ -153,16 +172,19 @@ class HookRunner:
     def after_run(
         self,
         values: dict[str, Any],
-        state: Any,
-        global_step: int,
         spec_values: list[dict[str, Any]] | None = None,
+        iterations: int | None = None,
     ) -> bool:
         """Hand each hook its fetched values; return True if a hook requested a stop.
+        The session's state and global step are the lifecycle's, as the loop left them.
 
         ``spec_values`` holds, per spec hook, its ``step_tensors()`` values (numpy).
+        ``iterations``: the steps the run actually stood for, when fewer than
+        ``before_run`` was told (a grouped loop a SIGTERM cut short).
         """
         assert self._context is not None
-        self.session.state, self.session.global_step = state, global_step
+        if iterations is not None and iterations != self._context.iterations:
+            self._context._iterations = iterations  # the runner's own context, made in before_run
         self.session.update({k: np.asarray(v) for k, v in values.items()})
         if spec_values is not None:
             self._spec_values = spec_values

@@ -54,7 +54,7 @@ class Phase:
 
     ``start(input_fn)`` calls input_fn once (with the ``mode``, ``params`` and ``config``
     it declares), reads the first step, builds the StepEngine, the StateLifecycle
-    (``self.state``) and the CompiledLoop (``self.loop``) and traces model_fn, so the
+    (``self.lifecycle``) and the CompiledLoop (``self.loop``) and traces model_fn, so the
     spec's hooks (``self.parts``) exist before the first step runs; ``begin(hooks)`` then
     runs the preamble every call shares (hooks' ``begin``, restore or create the state,
     ``after_create_session``).
@@ -67,7 +67,7 @@ class Phase:
 
     # Set by start(); read only after it returned True.
     feeder: StepFeeder
-    state: StateLifecycle
+    lifecycle: StateLifecycle
     loop: CompiledLoop
     parts: SpecParts
 
@@ -154,8 +154,8 @@ class Phase:
                 partition_rules=plan.partition_rules,
             ),
         )
-        self.state = StateLifecycle(plan, cache.engine, first[0], checkpoint_path)
-        self.loop = CompiledLoop(cache, self.state.abstract_state, self.state.step_key)
+        self.lifecycle = StateLifecycle(plan, cache.engine, first[0], checkpoint_path)
+        self.loop = CompiledLoop(cache, self.lifecycle.abstract_state, self.lifecycle.step_key)
         stacked = jax.tree.map(lambda x: x[None], _host_args(self.mode, *first))
         self.parts = self.loop.trace(self.iterations_per_loop, *stacked)  # most loops have this many steps
         return True
@@ -165,18 +165,22 @@ class Phase:
         ones on process 0) and ``after`` in a HookRunner; ``begin()`` on each; the state
         restored or created; ``after_create_session`` on each. Returns the runner."""
         parts = self.parts
-        runner = HookRunner(list(hooks or ()), parts.all_hooks, len(parts.chief_hooks), after=after)
+        runner = HookRunner(
+            list(hooks or ()), parts.all_hooks, len(parts.chief_hooks), after=after, lifecycle=self.lifecycle
+        )
         runner.begin()
         first = self.feeder.peek_step()  # the first step, still unread by the loop
         if first is None:
             raise RuntimeError("Phase.begin() runs after a start() that found data.")
         batch, _ = first
-        self.state.create_state(batch, parts.scaffold)
-        runner.after_create_session(self.state.state, self.state.global_step)
+        self.lifecycle.create_state(batch, parts.scaffold)
+        runner.after_create_session()
         return runner
 
-    def next_group(self, max_steps: int) -> LoopInput | None:
+    def next_group(self, max_steps: int, stop: Callable[[], bool] | None = None) -> LoopInput | None:
         """The next stacked host arguments for the loop, their mask and step count.
+        ``stop``: ``() -> bool``, checked between the steps read (not with the input
+        thread): True ends the group at the steps read so far (a SIGTERM).
 
         With several processes they agree on the step count: the minimum in TRAIN (a
         process whose input ended stops everyone), the maximum in EVAL and PREDICT
@@ -187,7 +191,7 @@ class Phase:
         if self._prefetcher is not None:
             group = self._prefetcher.get(max_steps)
         else:
-            group = self.feeder.next_group(max_steps)
+            group = self.feeder.next_group(max_steps, stop)
             if self._prefetch_sizes is not None:  # the first group: read here, counted for the thread
                 self._steps_read = None if group is None else group[2]
         n_local = 0 if group is None else group[2]
@@ -243,7 +247,7 @@ class Phase:
         """This loop's host_call functions, once per step in step order (see
         ``jaxspec.loop.host_call.run_host_calls``); ``first_step`` is given in TRAIN."""
         if first_step is None:  # EVAL/PREDICT: the global step does not move
-            run_host_calls(self.parts.host_calls, host, n, self.mode, self.state.global_step, 1, False)
+            run_host_calls(self.parts.host_calls, host, n, self.mode, self.lifecycle.global_step, 1, False)
         else:
             every = self.plan.host_call_every_n_steps
             run_host_calls(self.parts.host_calls, host, n, self.mode, first_step, every, True)

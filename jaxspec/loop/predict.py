@@ -77,8 +77,8 @@ def _run_predict(
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         return
-    call, loop = phase.state, phase.loop
-    if call.restored_step is None:
+    lifecycle, loop = phase.lifecycle, phase.loop
+    if lifecycle.restored_step is None:
         _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
     runner = phase.begin(hooks)
     phase.prefetch(None)
@@ -96,12 +96,14 @@ def _run_predict(
                 logged = done
             console.update(examples)
             runner.before_run()
-            out = cast(PredictLoopOut, loop.dispatch(call.state, call.global_step, *args))  # a PREDICT loop
+            out = cast(
+                PredictLoopOut, loop.dispatch(lifecycle.state, lifecycle.global_step, *args)
+            )  # a PREDICT loop
             preds, hook_values = out
             preds = _select(local_rows(preds), predict_keys)  # this process's rows
             last = _real_rows(preds, n - 1, mask[n - 1] > 0, single=False)
             values = last if isinstance(last, dict) else {"predictions": last}
-            stop = runner.after_run(values, call.state, call.global_step, last_step_values(hook_values))
+            stop = runner.after_run(values, last_step_values(hook_values))
             for i in range(n):
                 batch = _real_rows(preds, i, mask[i] > 0, yield_single_examples)
                 if not yield_single_examples:

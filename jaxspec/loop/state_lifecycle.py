@@ -60,6 +60,13 @@ class StateLifecycle:
     """The state of one train/evaluate/predict call (or export): which checkpoint it
     restores, its abstract tree and shardings, the state itself and the global step.
 
+    The one owner of the call's state: ``state`` and ``global_step`` change only
+    through its transitions, ``create_state`` (restored, kept from the previous call, or
+    made by init_fn), ``advance`` (a training loop accounted for) and ``finish`` (kept
+    for the next call). ``state`` is the state at ``global_step``, or None while a loop
+    dispatched ahead holds it (donated): the HookRunner's session reads it from here,
+    so hooks see exactly this.
+
     Args:
       plan: the call's RunPlan (mode, init_fn, checkpoint store, seed, warm start and
         the Estimator's cache, which keeps jitted init_fns, the state's tree and the
@@ -83,10 +90,41 @@ class StateLifecycle:
         self.restored_step = self._checkpoint_step(checkpoint_path)
         self.abstract_state = self._abstract_state(first_batch)
         self.state_shardings = jax.tree.map(lambda s: s.sharding, self.abstract_state)
-        self.state: Any = None
-        self.global_step = self.restored_step or 0
+        self._state: Any = None
+        self._global_step = self.restored_step or 0
         # As tf.estimator: warm start only when training from nothing.
         self.warm_start = plan.warm_start if plan.mode == ModeKeys.TRAIN else None
+
+    @property
+    def state(self) -> Any:
+        """The state pytree at ``global_step`` (on the devices), or None: not created
+        yet, or given (donated) to a training loop dispatched ahead."""
+        return self._state
+
+    @property
+    def global_step(self) -> int:
+        """The global step of ``state``: the restored checkpoint's (0 without one), then
+        the end of the last training loop accounted for."""
+        return self._global_step
+
+    def advance(self, out: Any, steps: int, donated: bool) -> None:
+        """A training loop of ``steps`` steps, from ``global_step``, is accounted for:
+        ``out`` is what it returned (a TrainLoopOut, its ``state`` the state after it).
+        With ``donated`` a loop dispatched ahead has taken that state (its buffers are
+        gone), so ``state`` becomes None until the next ``advance``.
+
+        Raises:
+          ValueError: ``steps`` < 1.
+        """
+        if steps < 1:
+            raise ValueError(f"a training loop runs at least one step, got steps={steps}.")
+        self._global_step += int(steps)
+        self._state = None if donated else out.state
+
+    def finish(self) -> None:
+        """The call ended at ``global_step`` with its checkpoint on disk: keep ``state``
+        for the next call of this Estimator (``remember``), which then reads no disk."""
+        self.remember(self._global_step)
 
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
@@ -190,22 +228,22 @@ class StateLifecycle:
         A checkpoint that is the one the previous call ended with is not read again: that
         call's state, still in memory, is used (``remember``)."""
         if self._reuse_live_state():
-            self.state = self._shared.live.state
+            self._state = self._shared.live.state
             if self.mode == ModeKeys.TRAIN:
                 # Training donates this state to its first loop: the kept copy ends here
                 # (the call remembers its own final state). An open predict generator may
                 # still read it: then training takes a copy.
                 if self._shared.readers:
-                    self.state = jax.tree.map(_device_copy, self.state)
+                    self._state = jax.tree.map(_device_copy, self.state)
                 self._shared.live = None
             return
         if self.checkpoint_path is not None:
-            self.state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
+            self._state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
             _log.info("Restored state from %s.", self.checkpoint_path)
             self.remember(self.restored_step, restored=True)
             return
         if self.restored_step is not None:
-            self.state = self.store.restore(self.restored_step, self.abstract_state)
+            self._state = self.store.restore(self.restored_step, self.abstract_state)
             _log.info("Restored state from checkpoint at global step %d.", self.restored_step)
             self.remember(self.restored_step, restored=True)
             return
@@ -214,7 +252,7 @@ class StateLifecycle:
             state = self._as_traced(warm_start(state, self.warm_start))
         if scaffold is not None and scaffold.init_fn is not None:
             state = self._as_traced(scaffold.apply(state))
-        self.state = put_state(state, self.state_shardings)
+        self._state = put_state(state, self.state_shardings)
 
     def _checkpoint_dir(self, step: int) -> str:
         return paths.normalize(self.store.path(step))

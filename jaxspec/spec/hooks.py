@@ -19,6 +19,46 @@ global steps it must see. A plain Estimator then runs the steps between the ones
 hook needs as one compiled loop, and calls ``before_run``/``after_run`` once per loop
 (at least at every step some hook asked for); a hook that does not say runs every step,
 as in tf.estimator. ``RunConfig(steps_per_execution=1)`` turns grouping off.
+
+What a hook needs of the state (a JAX addition, next to ``next_required_step``): the
+loop asks each hook, never its class, and a hook that does not answer gets the safe
+answer (a duck-typed hook without these methods too):
+
+- ``reads_state_after(step)``: whether the hook may read ``session.state`` after the
+  run that ends at global step ``step``. Default True. Where every hook answers False
+  (and none may stop there), the next loop is dispatched ahead and takes that state
+  (donated: one state on the devices); a hook that answers True itself is waited for
+  (its read comes first, the devices still hold one state); a hook that does not
+  answer may read after any loop, so the loop ahead keeps the state where a second
+  copy is small, and waits for the hook otherwise.
+- ``may_stop_after(step)``: whether the hook may call ``request_stop()`` after the run
+  ending at ``step`` (a stop keeps the state of its step, so that state is not given
+  to a loop ahead). Default True.
+- ``last_step()``: the global step at which the hook ends training, when it knows one
+  (every loop then ends there at the latest, as StopAtStepHook's); default None.
+
+A subclass of a jaxspec hook that overrides ``before_run`` or ``after_run`` below the
+class that answers gets the safe answers again (it may read or stop anywhere), as for
+``next_required_step``. A user's hook opts in by answering::
+
+    class LogLossEvery100(jaxspec.SessionRunHook):
+        def next_required_step(self, global_step):
+            return (global_step // 100 + 1) * 100
+
+        def reads_state_after(self, step):
+            return False  # it reads the loss, never session.state
+
+        def may_stop_after(self, step):
+            return False  # it never calls request_stop()
+
+        def before_run(self, run_context):
+            return jaxspec.SessionRunArgs("loss")
+
+        def after_run(self, run_context, run_values):
+            print(run_context.session.global_step, run_values.results)
+
+With only such hooks (and jaxspec's own), a plain Estimator's loops overlap: loop k+1
+runs on the devices while the host handles loop k.
 """
 
 from __future__ import annotations
@@ -81,6 +121,26 @@ class SessionRunHook:
             for name in ("before_run", "after_run")
         )
         return None if overridden else NEVER
+
+    def reads_state_after(self, step: int) -> bool:
+        """Whether this hook may read ``session.state`` after the run that ends at
+        global step ``step`` (in ``after_run``, or the ``before_run`` after it); a JAX
+        addition. The default, True, is the safe answer; a hook that answers False for a
+        step lets the loop give that state to the next loop before the hook runs
+        (donation, overlapping the hook's host work with the devices). Asked before the
+        hook has seen that run; the answer must hold for it."""
+        return True
+
+    def may_stop_after(self, step: int) -> bool:
+        """Whether this hook may call ``run_context.request_stop()`` after the run that
+        ends at global step ``step`` (a JAX addition). Default True (safe): a stop keeps
+        the state of its step, so that state is not given to a loop dispatched ahead."""
+        return True
+
+    def last_step(self) -> int | None:
+        """The global step at which this hook ends training, once known (a JAX
+        addition; StopAtStepHook's): no loop runs past it. Default None (no bound)."""
+        return None
 
     def step_tensors(self) -> dict[str, Any]:
         """Arrays from model_fn this hook wants after each step (a JAX addition).
@@ -183,3 +243,40 @@ def required_step(hook: SessionRunHook, global_step: int) -> int:
     ``global_step + 1`` for "every step"."""
     step = declared_step(hook, global_step)
     return global_step + 1 if step is None else max(step, global_step + 1)
+
+
+def _answers(hook: Any, method: str) -> bool:
+    """Whether ``hook`` answers ``method`` itself: its class (or a base below
+    SessionRunHook) defines it, and no class below that one overrides ``before_run`` or
+    ``after_run`` (a subclass that changes what a hook does per step loses its answers).
+    False for a duck-typed hook without the method and for SessionRunHook's defaults."""
+    if not callable(getattr(hook, method, None)):
+        return False
+    for cls in type(hook).__mro__:
+        if cls is SessionRunHook or cls is object:
+            return False
+        if method in vars(cls):
+            return True
+        if "before_run" in vars(cls) or "after_run" in vars(cls):
+            return False
+    return False
+
+
+def reads_state(hook: Any, step: int) -> bool | None:
+    """``hook.reads_state_after(step)`` as a bool, or None where the hook gives no
+    answer of its own (``_answers``): it may read the state after any run."""
+    return bool(hook.reads_state_after(step)) if _answers(hook, "reads_state_after") else None
+
+
+def may_stop(hook: Any, step: int) -> bool:
+    """``hook.may_stop_after(step)``, or True where the hook gives no answer of its own."""
+    return bool(hook.may_stop_after(step)) if _answers(hook, "may_stop_after") else True
+
+
+def stop_step(hook: Any) -> int | None:
+    """``hook.last_step()`` (None for a hook without the method): the step it ends
+    training at. Asked of any hook that has it, a subclass's too (a bound on the loops,
+    not a promise about what the hook does per step)."""
+    last = getattr(hook, "last_step", None)
+    value = last() if callable(last) else None
+    return None if value is None else int(value)

@@ -68,3 +68,11 @@ class HostCallHook(SessionRunHook):
 
     def __init__(self, host_call: tuple[Callable[..., Any], Any]) -> None:
         self.host_call = host_call
+
+    def reads_state_after(self, step: int) -> bool:
+        """False: the engine takes the pair out of the hooks; it never runs as one."""
+        return False
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False

@@ -113,14 +113,11 @@ class SavedCheckpoint:
     """What ``CheckpointStore.save`` started writing.
 
     Attributes:
-      step: the checkpoint's global step.
-      source: the state given to ``save`` (the very object, not a copy; for a state with
-        no leaves, the placeholder tree that was written). A train loop donates its state
-        to the next loop, so ``source`` is valid only while it is the current state.
+      step: the checkpoint's global step. (No reference to the state saved: the train
+        loop donates its state, and the call's StateLifecycle is its one owner.)
     """
 
     step: int
-    source: Any
 
 
 class CheckpointStore:
@@ -330,7 +327,7 @@ class CheckpointStore:
         Orbax renames it, then the digest of them all).
 
         Returns:
-          What was saved (a SavedCheckpoint naming the step and the state given), or None
+          What was saved (a SavedCheckpoint naming the step), or None
           when no save started (``step`` is saved already, or Orbax declined). Orbax has
           copied the device arrays to the host when this returns (checked by the tests),
           so the caller may donate ``state`` to its next loop right away.
@@ -339,7 +336,7 @@ class CheckpointStore:
             return None
         if not jax.tree.leaves(state):  # Orbax refuses an empty tree; the step still counts
             state = {EMPTY_STATE_KEY: np.zeros((), np.int8)}
-        record = SavedCheckpoint(step, state)
+        record = SavedCheckpoint(step)
         # Orbax writes each index of an array from its replica-0 shard, so the handed tree
         # needs no consistent copy (``as_saved``): no second device copy of the state.
         state = jax.tree.map(_for_orbax, state)
