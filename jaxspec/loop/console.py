@@ -17,7 +17,7 @@ Where the output goes is decided once per call, from the ``jaxspec`` logger:
   would give, written to stderr in logging's basic format (``INFO:jaxspec:...``).
 
 With no logging configured, the ``jaxspec`` logger's other INFO records (hooks' lines
-such as LoggingTensorHook's, "Saving checkpoints for N", the restore and input-position
+such as a tensor-logging hook's, "Saving checkpoints for N", the restore and input-position
 notices) go where the progress goes while a call runs: above the bar, or as lines.
 
 While a call runs, loggers of the libraries jaxspec calls (``absl``, which Orbax logs

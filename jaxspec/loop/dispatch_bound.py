@@ -86,8 +86,7 @@ class DispatchBound:
         self._cache = mode_cache
         self._limit = max(1, int(limit))
         self._stopped = stopped
-        self._in_flight: collections.deque[tuple[Any, int, int, float]] = collections.deque()
-        self._ready_at: float | None = None  # when the latest wait for a scan ended
+        self._in_flight: collections.deque[tuple[Any, int, int, float, bool]] = collections.deque()
         self.done_step = 0
 
     @property
@@ -135,17 +134,17 @@ class DispatchBound:
             self._wait_oldest()
 
     def _wait_oldest(self) -> None:
-        """Wait for the oldest scan and time it: from its dispatch, or from the end of the
-        wait before when that came later, to now. That is the scan's device time where
-        the devices are the bottleneck, and more (host work, a first run) where they are
-        not: an estimate on the safe side, for the bound on a dispatch."""
+        """Wait for the oldest scan and time it from its dispatch to now: its device time,
+        plus whatever it waited for (the scan queued before it, a first run, a host
+        that looked late), never less. A later start (the end of the wait before) would
+        remove the queueing, but a scan that finished unobserved during that wait
+        (a backend may run it inside its dispatch call) would then measure near zero,
+        and the bound would grow without limit: the estimate stays on the safe side."""
         losses, end, steps, started, compiled = self._in_flight.popleft()
         losses.block_until_ready()
         now = time.perf_counter()
-        since = started if self._ready_at is None else max(started, self._ready_at)
         times = _step_times.setdefault(self._cache, StepTimes())
-        times.add(max(now - since, 1e-9) / steps, compiled)
-        self._ready_at = now
+        times.add(max(now - started, 1e-9) / steps, compiled)
         self.done_step = max(self.done_step, end)
 
 

@@ -2,7 +2,7 @@
 checkpoint that tf.estimator's session creation writes.
 
 tf.estimator builds its graph from the input's structure, so with an empty input the
-session is still created and ``CheckpointSaverHook.after_create_session`` saves global
+session is still created and its checkpoint saver hook saves global
 step 0 before the first ``session.run`` meets the end of the input. jaxspec builds the
 first state from the first batch; with no batch, it can still build it when init_fn
 declares neither ``features`` nor ``labels`` (or there is no init_fn), and then saves it

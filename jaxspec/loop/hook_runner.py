@@ -121,7 +121,7 @@ class HookRunner:
     ) -> None:
         spec = list(spec_hooks)
         chief = jax.process_index() == 0
-        entries = [(h, None) for h in hooks]
+        entries: list[tuple[SessionRunHook, int | None]] = [(h, None) for h in hooks]
         entries += [(h, i) for i, h in enumerate(spec) if chief or i < len(spec) - chief_count]
         entries += [(h, None) for h in after]
         for h, _ in entries:

@@ -227,8 +227,10 @@ class StateLifecycle:
         ``scaffold.init_fn`` (the spec's; as TF, both only when nothing is restored).
         A checkpoint that is the one the previous call ended with is not read again: that
         call's state, still in memory, is used (``remember``)."""
-        if self._reuse_live_state():
-            self._state = self._shared.live.state
+        if self._reuse_live_state():  # collective: every process asks
+            live = self._shared.live
+            assert live is not None  # reused only when there is one
+            self._state = live.state
             if self.mode == ModeKeys.TRAIN:
                 # Training donates this state to its first loop: the kept copy ends here
                 # (the call remembers its own final state). An open predict generator may
@@ -240,7 +242,7 @@ class StateLifecycle:
         if self.checkpoint_path is not None:
             self._state = self.store.restore_path(self.checkpoint_path, self.abstract_state)
             _log.info("Restored state from %s.", self.checkpoint_path)
-            self.remember(self.restored_step, restored=True)
+            self.remember(self._global_step, restored=True)  # the step of checkpoint_path
             return
         if self.restored_step is not None:
             self._state = self.store.restore(self.restored_step, self.abstract_state)
@@ -297,10 +299,9 @@ class StateLifecycle:
         """
         leaves, treedef = jax.tree.flatten(state)
         want = jax.tree.structure(self.abstract_state)
-        if treedef.num_leaves != want.num_leaves:
-            raise ValueError(
-                f"the state has {treedef.num_leaves} leaves where {want.num_leaves} were expected."
-            )
+        wanted = len(jax.tree.leaves(self.abstract_state))
+        if len(leaves) != wanted:
+            raise ValueError(f"the state has {len(leaves)} leaves where {wanted} were expected.")
         for leaf, spec in zip(leaves, jax.tree.leaves(self.abstract_state), strict=True):
             if tuple(np.shape(leaf)) != tuple(spec.shape):
                 raise ValueError(f"a state leaf has shape {np.shape(leaf)} where {spec.shape} was expected.")

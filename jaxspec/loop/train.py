@@ -88,7 +88,8 @@ def _run_train(
     if max_steps is not None and latest is not None and latest >= max_steps:
         console.line("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
-    phase = Phase(plan, data_position.DataPosition(plan.store, latest, plan.model_dir))
+    position = data_position.DataPosition(plan.store, latest, plan.model_dir)
+    phase = Phase(plan, position)
     if not phase.start(input_fn):
         train_without_data(plan, input_fn, latest)  # a warning, and TF's step-0 checkpoint
         return
@@ -101,7 +102,7 @@ def _run_train(
         listeners,
         phase.store,
         # each checkpoint keeps the input's position
-        data_position.checkpoint_extras(phase.position, phase.feeder, lifecycle.global_step),
+        data_position.checkpoint_extras(position, phase.feeder, lifecycle.global_step),
         phase.global_batch_size,
         console.line,
     )
@@ -296,6 +297,7 @@ def _grouped_loops(
             if not state_free_after(runner.hooks, first):
                 read_ahead[:] = [(first, group)]  # dispatched after loop k is accounted for
                 return NOT_AHEAD
+            assert previous is not None  # a loop ahead follows the one it takes the state of
             ahead_took[:] = [previous]
         iterations[0] = group.steps
         if before_run is not None:
