@@ -42,10 +42,11 @@ def test_sigterm_cuts_a_group_short_and_the_resumed_run_equals_an_uninterrupted_
     cap = int(re.search(r"cap=(\d+)", text).group(1))
     assert 1 <= cap <= job.MAX_CAP, text
     # At most two dispatches (one running, one queued) of at most MAX_CAP steps each ran
-    # after the signal; the group (to step 500) was not finished.
+    # after the signal; the group (to step 500) was not finished. The signal comes right
+    # after the hook's step 250: the group after it may not be dispatched yet (stop at 250).
     assert after <= 2 * job.MAX_CAP, text
     stopped = int(re.search(r"Training stopped by SIGTERM at global step (\d+)", text).group(1))
-    assert 250 < stopped < 500, text
+    assert 250 <= stopped < 500, text
     assert waited < 60, text  # generous: the process's own exit, not the bound, dominates
 
     est = job.estimator(model_dir)
