@@ -32,6 +32,7 @@ def test_sigterm_cuts_a_group_short_and_the_resumed_run_equals_an_uninterrupted_
         lines.append(line)
         if line.startswith("at step 250"):
             break
+    time.sleep(0.1)  # into the group 250-500 (about 0.5 s of 2 ms steps), once it is dispatched
     proc.send_signal(signal.SIGTERM)
     signalled = time.perf_counter()
     out, _ = proc.communicate(timeout=120)
