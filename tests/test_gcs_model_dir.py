@@ -215,3 +215,33 @@ def test_server_stopped_during_a_save_then_restarted(gcs_emulator, fast_client_b
     assert store.latest_step() == 3
     np.testing.assert_array_equal(store.read(3)["w"], tree["w"] + 3)
     np.testing.assert_array_equal(store.read(1)["w"], tree["w"])
+
+
+def test_tensorstore_and_gcsfs_pointed_at_different_stores_is_refused(gcs_emulator, monkeypatch):
+    """The arrays (TensorStore) and the other files (gcsfs) would go to different stores,
+    or TensorStore would retry for many minutes: both variables are named at once."""
+    from jaxspec.store.checkpoints import CheckpointStore
+
+    monkeypatch.setenv("TENSORSTORE_GCS_HTTP_URL", "http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="TENSORSTORE_GCS_HTTP_URL.*127.0.0.1:9"):
+        CheckpointStore(f"gs://{gcs_emulator.bucket}/split")
+    monkeypatch.delenv("TENSORSTORE_GCS_HTTP_URL")
+    with pytest.raises(ValueError, match="storage.googleapis.com"):
+        CheckpointStore(f"gs://{gcs_emulator.bucket}/split")
+
+
+def test_gs_reads_leave_no_client_info_lines(gcs_emulator, caplog):
+    """fsspec's per-object INFO lines are among the records jaxspec's calls hide."""
+    import jax.numpy as jnp
+
+    est = jaxspec.Estimator(
+        lambda features, labels, mode, state: jaxspec.EstimatorSpec(
+            mode, loss=jnp.mean(features["x"] @ state["w"]), train_op={"w": state["w"] - 0.1}
+        ),
+        model_dir=f"gs://{gcs_emulator.bucket}/quiet",
+        init_fn=lambda: {"w": jnp.ones(2)},
+    )
+    est.train(lambda: iter([{"x": np.ones((2, 2), np.float32)}]), steps=1)
+    with caplog.at_level(logging.INFO):
+        np.testing.assert_allclose(est.get_variable_value("w"), [0.9, 0.9], rtol=1e-6)
+    assert not [r for r in caplog.records if r.name.split(".")[0] in ("fsspec", "gcsfs")], caplog.records

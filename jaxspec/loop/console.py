@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 _log = logging.getLogger("jaxspec")
-QUIETED_LOGGERS = ("absl", "jax", "tensorflow")
+QUIETED_LOGGERS = ("absl", "jax", "tensorflow", "fsspec", "gcsfs")  # Orbax logs through absl
 
 OFF, RECORDS, BAR, LINES = "off", "records", "bar", "lines"
 

@@ -296,20 +296,71 @@ def download_tree(url: str, local_dir: str) -> None:
             f.write(read_bytes(join(url, entry.rel)))
 
 
+#: Where gcsfs / google-cloud-storage and TensorStore send GCS requests without an emulator.
+GCS_ENDPOINT = "https://storage.googleapis.com"
+
+
+def _endpoint(value: str | None) -> str:
+    value = (value or GCS_ENDPOINT).strip().rstrip("/")
+    return value if "://" in value else "http://" + value
+
+
+def gcs_endpoints() -> tuple[str, str]:
+    """(gcsfs's endpoint, TensorStore's endpoint): ``STORAGE_EMULATOR_HOST`` and
+    ``TENSORSTORE_GCS_HTTP_URL``, Google's own where unset."""
+    return (
+        _endpoint(os.environ.get("STORAGE_EMULATOR_HOST")),
+        _endpoint(os.environ.get("TENSORSTORE_GCS_HTTP_URL")),
+    )
+
+
+def _check_tensorstore(url: str, bucket: str, timeout_secs: float) -> None:
+    """TensorStore (which writes the checkpoint's arrays) answers for ``bucket`` within
+    ``timeout_secs``: it has retry policies of its own that wait many minutes."""
+    import tensorstore as ts
+
+    retries = {"max_retries": 2, "initial_delay": "0.1s", "max_delay": "1s"}
+    spec = {"driver": "gcs", "bucket": bucket, "context": {"gcs_request_retries": retries}}
+    start = time.monotonic()
+    try:
+        store = ts.KvStore.open(spec).result(timeout=timeout_secs)
+        store.read("jaxspec-reachability-probe").result(
+            timeout=max(timeout_secs - (time.monotonic() - start), 1.0)
+        )
+    except Exception as err:
+        raise ConnectionError(
+            f"TensorStore, which writes the arrays of {url}, could not reach {gcs_endpoints()[1]} "
+            f"({type(err).__name__}: {str(err)[:200] or repr(err)}) after {time.monotonic() - start:.1f} s."
+        ) from err
+
+
 def check_reachable(url: str, timeout_secs: float | None = None) -> None:
-    """Before anything is written to ``url``: its bucket exists and its store answers,
-    waiting at most ``timeout_secs`` (default: the ``JAXSPEC_STORE_CONNECT_TIMEOUT_SECS``
-    environment variable, else ``CONNECT_TIMEOUT_SECS``), the filesystem's own retries
-    included. Local paths are not checked.
+    """Before anything is read from or written to ``url``: its bucket exists and both
+    clients that reach it answer (gcsfs, for jaxspec's and Orbax's files, and, for
+    ``gs://``, TensorStore, for the arrays), each waiting at most ``timeout_secs``
+    (default: the ``JAXSPEC_STORE_CONNECT_TIMEOUT_SECS`` environment variable, else
+    ``CONNECT_TIMEOUT_SECS``), the clients' own retries included. Local paths are not
+    checked.
 
     Raises:
+      ValueError: ``gs://`` with ``STORAGE_EMULATOR_HOST`` and ``TENSORSTORE_GCS_HTTP_URL``
+        naming different endpoints (one of them unset counts as Google's own): the
+        arrays and the other files would go to different stores.
       FileNotFoundError: the bucket does not exist (the URL is named).
-      ConnectionError: the store did not answer in time, or refused (the URL is named).
+      ConnectionError: a client did not answer in time, or refused (the URL and the
+        endpoint are named).
     """
     if not is_url(url):
         return
     if timeout_secs is None:
         timeout_secs = float(os.environ.get(CONNECT_TIMEOUT_ENV) or CONNECT_TIMEOUT_SECS)
+    gcs = _scheme(url) in ("gs://", "gcs://")
+    if gcs and len(set(gcs_endpoints())) > 1:
+        files, arrays = gcs_endpoints()
+        raise ValueError(
+            f"{url}: STORAGE_EMULATOR_HOST sends files to {files} but TENSORSTORE_GCS_HTTP_URL "
+            f"sends arrays to {arrays}; set both to the same endpoint (or neither, for Google's)."
+        )
     fs, path = _fs(url)
     bucket = path.split("/", 1)[0]
     start = time.monotonic()
@@ -324,10 +375,13 @@ def check_reachable(url: str, timeout_secs: float | None = None) -> None:
         raise FileNotFoundError(f"the bucket of {url} ({_scheme(url)}{bucket}) does not exist.") from err
     except Exception as err:
         spent = time.monotonic() - start
+        where = f" at {gcs_endpoints()[0]}" if gcs else ""
         raise ConnectionError(
-            f"the store of {url} could not be reached ({type(err).__name__}: {str(err)[:200]}) "
-            f"after {spent:.1f} s of retries; nothing was written."
+            f"the store of {url}{where} could not be reached ({type(err).__name__}: "
+            f"{str(err)[:200] or repr(err)}) after {spent:.1f} s of retries."
         ) from err
+    if gcs:
+        _check_tensorstore(url, bucket, timeout_secs)
 
 
 #: Files of a SavedModel copied last: a reader that finds one finds the whole model.
