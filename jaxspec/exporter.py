@@ -148,19 +148,29 @@ def _loss_smaller(best_eval_result: dict[str, Any], current_eval_result: dict[st
 def eval_results_from_events(pattern: str, skip_step: int | None = None) -> list[dict[str, Any]]:
     """The evaluation results recorded in the event files matching ``pattern`` (a glob):
     one dict of scalar summaries (plus ``global_step``) per global step, steps
-    ascending; the step ``skip_step`` is left out. A truncated tail (a killed writer)
-    ends its file."""
+    ascending. ``skip_step``'s values in the last file that holds that step (the
+    evaluation just written) are left out; an earlier process's evaluation of the same
+    step, in an earlier file, stays. A truncated tail (a killed writer) ends its file."""
     from tensorboardX.proto.event_pb2 import Event
 
     from jaxspec.hooks.early_stopping import _records
 
-    by_step: dict[int, dict[str, Any]] = collections.defaultdict(dict)
-    for path in sorted(paths.glob(pattern)):
+    per_file: list[dict[int, dict[str, Any]]] = []
+    for path in sorted(paths.glob(pattern)):  # event file names start with their creation time
+        steps: dict[int, dict[str, Any]] = collections.defaultdict(dict)
         for data in _records(path):
             event = Event.FromString(data)
             values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
-            if values and event.step != skip_step:
-                by_step[event.step].update(values)
+            if values:
+                steps[event.step].update(values)
+        per_file.append(steps)
+    holding = [steps for steps in per_file if skip_step in steps]
+    if holding:
+        del holding[-1][skip_step]
+    by_step: dict[int, dict[str, Any]] = collections.defaultdict(dict)
+    for steps in per_file:
+        for step, values in steps.items():
+            by_step[step].update(values)
     return [{**by_step[step], "global_step": step} for step in sorted(by_step)]
 
 

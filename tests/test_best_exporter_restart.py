@@ -91,3 +91,22 @@ def test_the_current_steps_own_event_is_not_its_rival(tmp_path):
     close_all()
     results = eval_results_from_events(os.path.join(eval_dir, "*.tfevents.*"), skip_step=200)
     assert [(r["global_step"], pytest.approx(r["loss"])) for r in results] == [(100, 0.5), (300, 0.4)]
+
+
+def test_an_earlier_processs_evaluation_of_the_same_step_stays_its_rival(tmp_path):
+    """An evaluator restarted on a finished run evaluates the last step again: the earlier
+    process's result for that step (an earlier event file) is still a rival, so an equal
+    loss exports nothing twice; only the file just written loses that step."""
+    import time
+
+    from jaxspec.store.summaries import close_all, write_scalars
+
+    eval_dir = str(tmp_path / "eval")
+    for step, loss in ((9, 0.3), (12, 0.2)):
+        write_scalars(eval_dir, step, {"loss": loss})
+    close_all()
+    time.sleep(1.1)  # the next writer's file name holds a later second
+    write_scalars(eval_dir, 12, {"loss": 0.2})  # the restarted process's evaluation of 12
+    close_all()
+    results = eval_results_from_events(os.path.join(eval_dir, "*.tfevents.*"), skip_step=12)
+    assert [(r["global_step"], pytest.approx(r["loss"])) for r in results] == [(9, 0.3), (12, 0.2)]
