@@ -9,7 +9,6 @@ types are TensorFlow's, the messages jaxspec's.
 from __future__ import annotations
 
 import copy
-import logging
 import numbers
 import os
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from jaxspec.tpu_config import (  # noqa: F401  (re-exported: they live in jaxsp
 )
 
 _USE_DEFAULT: Any = object()
-_log = logging.getLogger("jaxspec")
 
 #: The RunConfig fields ``replace()`` may change (tf.estimator's list, plus tpu_config).
 REPLACEABLE_FIELDS = (
