@@ -22,7 +22,8 @@ as in tf.estimator. ``RunConfig(steps_per_execution=1)`` turns grouping off.
 
 What a hook needs of the state (a JAX addition, next to ``next_required_step``): the
 loop asks each hook, never its class, and a hook that does not answer gets the safe
-answer (a duck-typed hook without these methods too):
+answer (a SessionRunHook subclass without these methods; as in tf.estimator, ``hooks``
+must be SessionRunHooks, anything else is a TypeError):
 
 - ``reads_state_after(step)``: whether the hook may read ``session.state`` after the
   run that ends at global step ``step``. Default True. Where every hook answers False
@@ -249,7 +250,7 @@ def _answers(hook: Any, method: str) -> bool:
     """Whether ``hook`` answers ``method`` itself: its class (or a base below
     SessionRunHook) defines it, and no class below that one overrides ``before_run`` or
     ``after_run`` (a subclass that changes what a hook does per step loses its answers).
-    False for a duck-typed hook without the method and for SessionRunHook's defaults."""
+    False for an object without the method and for SessionRunHook's defaults."""
     if not callable(getattr(hook, method, None)):
         return False
     for cls in type(hook).__mro__:
