@@ -9,6 +9,9 @@ import tensorflow as tf
 from jaxspec.mode_keys import ModeKeys
 from tf_bridge.estimator import experimental, export, tpu
 from tf_bridge.runtime.canned import (
+    BaselineClassifier,
+    BaselineEstimator,
+    BaselineRegressor,
     DNNClassifier,
     DNNLinearCombinedClassifier,
     DNNLinearCombinedRegressor,
@@ -61,6 +64,9 @@ SummarySaverHook = _train.SummarySaverHook
 VocabInfo = _train.VocabInfo
 
 __all__ = [
+    "BaselineClassifier",
+    "BaselineEstimator",
+    "BaselineRegressor",
     "BestExporter",
     "BinaryClassHead",
     "Head",

@@ -66,6 +66,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.head.regression_head": ("tf_bridge.runtime.heads.regression",),
     # the canned estimators: their ``...V2`` names and the plain ones are the v2 classes
     f"{_TFE}.canned": ("tf_bridge.runtime.canned",),
+    f"{_TFE}.canned.baseline": ("tf_bridge.runtime.canned.baseline",),
     f"{_TFE}.canned.dnn": ("tf_bridge.runtime.canned.dnn",),
     f"{_TFE}.canned.linear": ("tf_bridge.runtime.canned.linear",),
     f"{_TFE}.canned.dnn_linear_combined": ("tf_bridge.runtime.canned.dnn_linear_combined",),

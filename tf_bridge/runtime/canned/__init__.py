@@ -1,7 +1,8 @@
 """tf.estimator's canned estimators (TF 2.15's v2 forms) on tf_bridge, for TensorFlow >= 2.16.
 
 ``DNNClassifier``, ``DNNRegressor``, ``LinearClassifier``, ``LinearRegressor``,
-``DNNLinearCombinedClassifier`` and ``DNNLinearCombinedRegressor`` take tf.estimator's
+``DNNLinearCombinedClassifier``, ``DNNLinearCombinedRegressor``, ``BaselineClassifier``,
+``BaselineRegressor`` and ``BaselineEstimator`` take tf.estimator's
 arguments and defaults, read ``tf.feature_column`` columns, train with Keras 2's legacy
 optimizers (the ``tf_keras`` package: ``tf_keras.optimizers.legacy``) and name their
 variables and optimizer slots as TF 2.15 did, so a model_dir written by TF 2.15's canned
@@ -10,6 +11,7 @@ They are ``tf_bridge.Estimator``s (train, evaluate, predict, export_saved_model,
 Their graphs need ``tf_keras``; importing this package does not.
 """
 
+from tf_bridge.runtime.canned.baseline import BaselineClassifier, BaselineEstimator, BaselineRegressor
 from tf_bridge.runtime.canned.dnn import DNNClassifier, DNNRegressor
 from tf_bridge.runtime.canned.dnn_linear_combined import (
     DNNLinearCombinedClassifier,
@@ -19,6 +21,9 @@ from tf_bridge.runtime.canned.linear import LinearClassifier, LinearRegressor
 from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
 
 __all__ = [
+    "BaselineClassifier",
+    "BaselineEstimator",
+    "BaselineRegressor",
     "DNNClassifier",
     "DNNLinearCombinedClassifier",
     "DNNLinearCombinedRegressor",
