@@ -50,17 +50,21 @@ def baseline_logits(features: Any, logits_dimension: int, weight_key: str | None
 
     Raises:
       AttributeError: features is not a dict (TF 2.15 raised the same, from ``.items()``).
-      ValueError: no feature other than the weight (no batch size).
+      TypeError: no feature other than the weight (no batch size; TF 2.15 raised TypeError).
       tf.errors.InvalidArgumentError: (run time) features of different batch sizes.
     """
     sizes = [tf.compat.v1.shape(value)[0] for key, value in features.items() if key != weight_key]
     if not sizes:
-        raise ValueError(
+        raise TypeError(
             f"a baseline model needs a feature other than the weight to size its batch; got keys {sorted(features)}."
         )
     checks = [tf.compat.v1.debugging.assert_equal(sizes[0], size) for size in sizes[1:]]
-    with tf.control_dependencies(checks), tf.name_scope("baseline"):
+    with tf.name_scope("baseline") as scope:
+        # Outside the checks' control dependencies, so that initialising the bias does not
+        # read the input (TF 2.15's did: from scratch with two features it failed, see
+        # docs/decisions.md).
         bias = tf.Variable(initial_value=tf.zeros([logits_dimension]), name="bias")
+    with tf.control_dependencies(checks), tf.name_scope(scope):
         logits = tf.math.multiply(bias, tf.ones([sizes[0], logits_dimension]))
     return bias, logits
 
@@ -132,8 +136,9 @@ class BaselineClassifier(_BaselineBase):
 
     Raises:
       ValueError: ``n_classes`` < 2, a bad label_vocabulary or loss_reduction (by the
-        head); at train time an unknown optimizer name, or no feature but the weight.
-      TypeError: (train, evaluate, predict) a weight_column of another type.
+        head); at train time an unknown optimizer name.
+      TypeError: (train, evaluate, predict) a weight_column of another type, or no
+        feature but the weight.
       AttributeError: features that are not a dict, as TF 2.15.
     """
 
@@ -162,7 +167,8 @@ class BaselineRegressor(_BaselineBase):
 
     Raises:
       ValueError: a bad label_dimension or loss_reduction (by the head); at train time an
-        unknown optimizer name, or no feature at all.
+        unknown optimizer name.
+      TypeError: no feature at all.
       AttributeError: features that are not a dict, as TF 2.15.
     """
 
