@@ -143,7 +143,7 @@ def test_npu_host_call_writes_summaries(tmp_path: Any) -> None:
     for path in tf.io.gfile.glob(f"{logdir}/events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(path):
             steps += [event.step for v in event.summary.value if v.tag == "host_loss"]
-    assert sorted(steps) == [1, 2, 3, 4]  # the step read after each train_op, once per step
+    assert sorted(steps) == [0, 1, 2, 3]  # the step each step started from, once per step
 
 
 def test_wrong_spec_type_is_a_runtime_error_in_train(tmp_path: Any) -> None:

@@ -30,6 +30,7 @@ from jaxspec.spec.estimator_spec import (
     check_train_op,
 )
 from jaxspec.spec.host_call import call_with_tensors, validate_fn_tensors_pair
+from tf_bridge.runtime.host_call_order import order_before_update
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 
 ExportOutput = _tf_export_output.ExportOutput
@@ -465,7 +466,10 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
     def as_estimator_spec(self) -> EstimatorSpec:
         """The EstimatorSpec TPUEstimator runs on CPU (``use_tpu=False``), as TF builds it:
         ``metric_fn`` and ``host_fn`` are called now, in the graph, on the tensors as they
-        are (no concatenation, no rank rule); ``eval_metric_ops`` is metric_fn's result;
+        are (no concatenation, no rank rule; in TRAIN host_fn's tensors are read before
+        ``train_op`` updates a variable, ``order_before_update``, so they are the step's
+        own values, as TF 2.15's TPUEstimator(use_tpu=False) gave them in practice);
+        ``eval_metric_ops`` is metric_fn's result;
         host_fn's result is fetched at every step by a ``HostCallFetchHook`` added to all
         three hook lists; the scaffold comes from ``scaffold_fn``.
 
@@ -478,7 +482,10 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
             eval_metric_ops = call_with_tensors(*self.eval_metrics)
         hooks: tuple[Any, ...] = ()
         if self.host_call is not None:
-            hooks = (HostCallFetchHook(call_with_tensors(*self.host_call)),)
+            host_fn, tensors = self.host_call
+            if self.mode == ModeKeys.TRAIN and self.train_op is not None and not tf.executing_eagerly():
+                tensors = order_before_update(tensors, self.train_op)
+            hooks = (HostCallFetchHook(call_with_tensors(host_fn, tensors)),)
         scaffold = self.scaffold_fn() if self.scaffold_fn is not None else None
         return EstimatorSpec(
             mode=self.mode,

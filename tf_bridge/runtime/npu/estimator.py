@@ -10,9 +10,11 @@ NPUEstimatorSpec. Otherwise it runs on TensorFlow's CPU with the adapter's behav
 - ``iterations_per_loop`` steps run per loop in TRAIN, hooks seeing each loop once and
   the global step advancing by the loop's length (the last loop is cut to stop exactly
   at ``steps``/``max_steps``);
-- ``host_call`` (TRAIN and EVAL): ``host_fn`` is called once in the graph on the tensors
-  taken after the step (after ``train_op`` in TRAIN, ``loss`` in EVAL), and what it
-  returns runs at every step, inside loops too, so it sees every step's values in order;
+- ``host_call`` (TRAIN and EVAL): ``host_fn`` is called once in the graph on the step's
+  own values (in TRAIN read before ``train_op`` updates any variable, so a global step
+  passed in is the one the step started from, as TPUEstimator's; in EVAL taken after
+  ``loss``), and what it returns runs at every step, inside loops too, so it sees every
+  step's values in order;
   ``tf.summary`` writers it uses are initialised and flushed as the adapter's hook does;
 - ``RESTORE_FROM`` in the environment warm-starts when ``warm_start_from`` is None;
 - ``job_start_file`` and the NPU-only config fields are accepted and logged.
@@ -29,6 +31,7 @@ import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.host_call import call_with_tensors
+from tf_bridge.runtime.host_call_order import order_before_update
 from tf_bridge.runtime.module_map import MergedModule
 from tf_bridge.runtime.npu.config import NPURunConfig
 from tf_bridge.runtime.npu.optimizer import rank_size
@@ -96,13 +99,17 @@ def _adapter_estimator(
 
 def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
     """The spec with its host_call turned into a per-step HostCallFetchHook (first hook of the
-    mode) and ``loss`` made to depend on the host_call's tensors."""
+    mode) and ``loss`` made to depend on the host_call's tensors. In TRAIN the tensors are
+    read before the train op updates any variable (``order_before_update``); in EVAL after
+    ``loss``."""
     host_fn, tensors = spec.host_call
-    anchor = spec.train_op if mode == ModeKeys.TRAIN else spec.loss
-    with tf.control_dependencies([anchor]):
-        after_step = tf.nest.map_structure(tf.identity, tensors)
-    fetches = call_with_tensors(host_fn, after_step)
-    with tf.control_dependencies(tf.nest.flatten(after_step)):
+    if mode == ModeKeys.TRAIN:
+        step_values = order_before_update(tensors, spec.train_op)
+    else:
+        with tf.control_dependencies([spec.loss]):
+            step_values = tf.nest.map_structure(tf.identity, tensors)
+    fetches = call_with_tensors(host_fn, step_values)
+    with tf.control_dependencies(tf.nest.flatten(step_values)):
         loss = tf.identity(spec.loss)
     hook = HostCallFetchHook(fetches)
     if mode == ModeKeys.TRAIN:
