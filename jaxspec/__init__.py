@@ -3,7 +3,7 @@
 ``import jaxspec`` never imports TensorFlow; ``tf_bridge`` does, for SavedModel export.
 """
 
-from jaxspec import _root_logger, export, heads, hooks, metrics, mixed_precision, summary
+from jaxspec import _root_logger, export, heads, hooks, inputs, metrics, mixed_precision, summary
 from jaxspec.compilation_cache import enable_compilation_cache
 from jaxspec.config import InputPipelineConfig, RunConfig, TPUConfig
 from jaxspec.ema import ExponentialMovingAverage
@@ -11,6 +11,7 @@ from jaxspec.engine.partitioning import with_sharding_constraint
 from jaxspec.errors import DataLossError, NanLossDuringTrainingError
 from jaxspec.estimator import Estimator
 from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from jaxspec.extenders import add_metrics
 from jaxspec.heads import BinaryClassHead, Head, MultiClassHead, MultiHead, MultiLabelHead, RegressionHead
 from jaxspec.hooks import (
     CheckpointSaverHook,
@@ -115,4 +116,6 @@ __all__ = [
     "current_loss_scale",
     "mixed_precision",
     "ExponentialMovingAverage",
+    "add_metrics",
+    "inputs",
 ]

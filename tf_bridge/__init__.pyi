@@ -27,6 +27,7 @@ from .runtime import canned as canned
 from .runtime import heads as heads
 from .runtime import hooks as hooks
 from .runtime import npu as npu
+from .runtime.extenders import add_metrics as add_metrics
 from .runtime.import_compat import install as install
 from .runtime.npu import ExponentialUpdateLossScaleManager as ExponentialUpdateLossScaleManager
 from .runtime.npu import FixedLossScaleManager as FixedLossScaleManager

@@ -7,7 +7,7 @@ them. Each name is tf_bridge's implementation, or TensorFlow's own where
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.estimator import experimental, export, tpu
+from tf_bridge.estimator import experimental, export, inputs, tpu
 from tf_bridge.runtime.canned import (
     BaselineClassifier,
     BaselineEstimator,
@@ -20,6 +20,7 @@ from tf_bridge.runtime.canned import (
     LinearRegressor,
 )
 from tf_bridge.runtime.canned.parsing_utils import classifier_parse_example_spec, regressor_parse_example_spec
+from tf_bridge.runtime.extenders import add_metrics
 from tf_bridge.runtime.heads import (
     BinaryClassHead,
     Head,
@@ -116,4 +117,6 @@ __all__ = [
     "VocabInfo",
     "classifier_parse_example_spec",
     "regressor_parse_example_spec",
+    "add_metrics",
+    "inputs",
 ]
