@@ -97,6 +97,16 @@ class PredictLoopOut(NamedTuple):
     hook_values: list[Any]
 
 
+def trace_local(state: State) -> State:
+    """``state`` rebuilt from its leaves in the current trace: the same arrays (tracers of
+    an outer trace stay what they are; nothing is copied), new pytree nodes. A scan body
+    that closes over the state gives model_fn these, so objects that check the trace they
+    were made in (flax.nnx modules: ``model.eval()`` sets attributes) belong to the body's
+    trace, as the carried state of a train step does."""
+    leaves, treedef = jax.tree.flatten(state)
+    return jax.tree.unflatten(treedef, leaves)
+
+
 def merge_metric_dicts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Merge two ``{name: metric state}`` dicts key by key."""
     return {k: a[k].merge(b[k]) for k in a}
@@ -288,7 +298,7 @@ class StepEngine:
             def body(carry: Any, batch: Any) -> Any:
                 f, lab, m = batch
                 with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
-                    parts = self._call(ModeKeys.EVAL, state, step, key, f, lab, record=keep)
+                    parts = self._call(ModeKeys.EVAL, trace_local(state), step, key, f, lab, record=keep)
                     loss = parts.loss
                     payload: list[Any] | dict[str, Any]
                     if on_mesh:
@@ -341,7 +351,7 @@ class StepEngine:
 
         def loop(state: State, step: Any, key: Any, features: Features) -> Any:
             def body(carry: Any, f: Any) -> Any:
-                parts = self._call(ModeKeys.PREDICT, state, step, key, f, None, record=record)
+                parts = self._call(ModeKeys.PREDICT, trace_local(state), step, key, f, None, record=record)
                 return carry, (parts.predictions, parts.hook_tensors())
 
             _, out = jax.lax.scan(body, None, features)
