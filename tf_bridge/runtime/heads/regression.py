@@ -51,6 +51,8 @@ class RegressionHead(RegressionHeadArgs, base.Head):
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
         else:
+            # TF 2.15's mean_squared_error refused static shapes that differ (no broadcasting).
+            logits.shape.assert_is_compatible_with(labels.shape)
             loss = tf.math.squared_difference(logits, labels)
         weights = _checks.weights_for(features, self._weight_column, logits, per_logit=True)
         return loss, weights
