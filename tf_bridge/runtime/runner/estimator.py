@@ -436,37 +436,6 @@ class Estimator:
             checkpoint_path=checkpoint_path,
         )
 
-    def export_savedmodel(
-        self,
-        export_dir_base: Any,
-        serving_input_receiver_fn: Callable[[], Any],
-        assets_extra: dict[str, str] | None = None,
-        as_text: bool = False,
-        checkpoint_path: str | None = None,
-        strip_default_attrs: bool = False,
-    ) -> bytes:
-        """``tf.compat.v1.estimator.Estimator.export_savedmodel`` (TF1's name): the PREDICT
-        export of ``export_saved_model``, keeping default-valued node attributes unless
-        ``strip_default_attrs``. tf_bridge has one Estimator class for tf.estimator's v1
-        and v2 ones, so it has this method too (TF 2.15's v2 Estimator hid it).
-
-        Returns:
-          The export directory, as bytes.
-
-        Raises:
-          ValueError: as export_saved_model.
-        """
-        if not serving_input_receiver_fn:
-            raise ValueError("export_savedmodel needs a serving_input_receiver_fn.")
-        return self._export_all(
-            export_dir_base,
-            {ModeKeys.PREDICT: serving_input_receiver_fn},
-            assets_extra,
-            as_text,
-            checkpoint_path,
-            strip_default_attrs,
-        )
-
     def experimental_export_all_saved_models(
         self,
         export_dir_base: Any,
