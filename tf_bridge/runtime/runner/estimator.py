@@ -178,7 +178,7 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
+        model_fn: Callable[..., Any] | None,
         model_dir: Any = None,
         config: Any = None,
         params: dict[str, Any] | None = None,
@@ -434,6 +434,17 @@ class Estimator:
             assets_extra=assets_extra,
             as_text=as_text,
             checkpoint_path=checkpoint_path,
+        )
+
+    @property
+    def export_savedmodel(self) -> Any:
+        """TF1's name, hidden on the v2 Estimator as in TF 2.15: reading it raises
+        AttributeError (``hasattr`` is False on an instance, True on the class). The v1
+        classes (``tf.compat.v1.estimator.Estimator``, TPUEstimator, ...) have the method.
+        """
+        raise AttributeError(
+            "export_savedmodel is not on the v2 Estimator (as in TF 2.15): call export_saved_model, or use "
+            "the v1 class tf.compat.v1.estimator.Estimator."
         )
 
     def experimental_export_all_saved_models(
