@@ -224,12 +224,11 @@ def child(
         _serve_support(Path(workdir) / "support")
     sys.path.insert(0, str(Path(workdir) / "tests"))
     name = Path(module_file).stem
-    try:
-        module = __import__(name)
+    try:  # importing the module and making its cases (their __init__ may read names too)
+        suite = unittest.defaultTestLoader.loadTestsFromModule(__import__(name))
     except Exception as exc:  # the module's cases cannot run
         Path(out).write_text(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
         return
-    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     cases: list[Any] = []
 
     def flatten(s: Any) -> None:
@@ -301,6 +300,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--python", default=sys.executable, help="the tf_bridge side's python")
     parser.add_argument("--tf215-python", default=TF215_PYTHON)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module and side")
+    parser.add_argument(
+        "--workdir", help="extract and log here, and keep it (default: a temporary directory)"
+    )
     return parser
 
 
@@ -345,7 +347,7 @@ def main(argv: list[str]) -> int:
     )
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="upstream_tests_") as tmp:
-        workdir = Path(tmp)
+        workdir = Path(args.workdir or tmp)
         extract(args.mirror, args.rev, modules, workdir, args.standin_inputs)
         args.tf1_modules = tf1_modules(args.mirror, args.rev, modules)
         for module in modules:
