@@ -117,10 +117,12 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
           regularization_losses: list of scalar tensors, or None.
 
         Raises:
-          ValueError: bad shapes; labels not integer (no vocabulary) or not strings (with
-            one); (eager) a label outside ``[0, n_classes)``.
+          ValueError: labels not integer (no vocabulary) or not strings (with one); (eager)
+            bad shapes, a label outside ``[0, n_classes)``; (graph) a bad logits/labels rank
+            or last dimension, shapes TensorFlow's loss op refuses (as TF 2.15).
           tf.errors.InvalidArgumentError: (graph) a label outside the range or the
-            vocabulary, or a shape unknown until run time that is wrong.
+            vocabulary, or a wrong shape that only TF 2.15 checked when the graph ran
+            (labels' other dimensions, weights, ``loss_fn``'s output; static or not).
         """
         del mode
         with tf.name_scope("losses"):

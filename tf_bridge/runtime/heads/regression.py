@@ -77,8 +77,11 @@ class RegressionHead(RegressionHeadArgs, base.Head):
           regularization_losses: list of scalar tensors, or None.
 
         Raises:
-          ValueError: bad logits/labels/weights shapes (eager, or static shapes).
-          tf.errors.InvalidArgumentError: (graph) a shape unknown until run time that is wrong.
+          ValueError: (eager) bad logits/labels/weights shapes; (graph) a bad logits/labels
+            rank or last dimension, static logits/labels shapes that differ, or weights
+            that do not broadcast (as TF 2.15).
+          tf.errors.InvalidArgumentError: (graph) a wrong shape that only TF 2.15 checked
+            when the graph ran (labels' other dimensions, weights, ``loss_fn``'s output).
         """
         del mode
         with tf.name_scope("losses"):
