@@ -174,15 +174,26 @@ def _serve_support(support: Path) -> None:
     sys.meta_path.insert(0, SupportFinder())
 
 
+def _case_id(case: Any) -> str:
+    """A case's id; a subtest's is its test method's (TF's graph/eager modes are subtests)."""
+    return getattr(case, "test_case", case).id()
+
+
 def _outcomes(result: Any, run: list[str]) -> dict[str, str]:
+    """One outcome per test method: the worst of its own and its subtests'."""
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
     outcome = dict.fromkeys(run, "passed")
+
+    def mark(case: Any, kind: str) -> None:
+        key = _case_id(case)
+        if rank[kind] > rank[outcome.get(key, "passed")]:
+            outcome[key] = kind
+
     for kind, cases in (("failed", result.failures), ("error", result.errors), ("skipped", result.skipped)):
         for case, _ in cases:
-            outcome[case.id()] = kind
-    for case, _ in getattr(result, "expectedFailures", []):
-        outcome[case.id()] = "passed"
+            mark(case, kind)
     for case in getattr(result, "unexpectedSuccesses", []):
-        outcome[case.id()] = "failed"
+        mark(case, "failed")
     return outcome
 
 
@@ -239,7 +250,11 @@ def child(
     if pattern:
         cases = [c for c in cases if pattern in c.id()]
     result = unittest.TextTestRunner(stream=sys.stderr, verbosity=1).run(unittest.TestSuite(cases))
-    details = {c.id(): tb.strip().splitlines()[-1] for c, tb in result.failures + result.errors}
+    details: dict[str, str] = {}
+    for case, tb in result.failures + result.errors:
+        mode = case.id()[len(_case_id(case)) :].strip()  # " [graph_mode]" for a subtest
+        details.setdefault(_case_id(case), "")
+        details[_case_id(case)] += f"{mode} {tb.strip().splitlines()[-1]} ".lstrip()
     Path(out).write_text(
         json.dumps({"cases": _outcomes(result, [c.id() for c in cases]), "details": details})
     )
