@@ -86,8 +86,10 @@ def test_install_adds_the_estimator_paths_and_changes_nothing_else_in_tensorflow
         from npu_bridge.estimator.npu import npu_config, npu_estimator, npu_optimizer, npu_loss_scale_manager
         checks = {
             "tf.estimator": tf.estimator is tf_bridge.estimator is tf_estimator is tensorflow.estimator,
-            "v1": tf.compat.v1.estimator is tf_bridge.estimator,
-            "Estimator": estimator.Estimator is tf_bridge.Estimator is tf.estimator.Estimator,
+            "v1": tf.compat.v1.estimator is tf_bridge.estimator.v1,
+            "v1 names": tf.compat.v1.estimator.RunConfig is tf_bridge.RunConfig,
+            "Estimator": estimator.EstimatorV2 is tf_bridge.Estimator is tf.estimator.Estimator,
+            "v1 Estimator": estimator.Estimator is tf.compat.v1.estimator.Estimator is not tf_bridge.Estimator,
             "EstimatorSpec": model_fn.EstimatorSpec is tf_bridge.EstimatorSpec,
             "RunConfig": run_config.RunConfig is tf_bridge.RunConfig,
             "TaskType": (run_config.TaskType.CHIEF, run_config.TaskType.EVALUATOR) == ("chief", "evaluator"),

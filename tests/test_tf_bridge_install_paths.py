@@ -61,7 +61,7 @@ def test_an_unmodified_heads_and_canned_program_computes_what_tf215_did(tmp_path
 def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
     code = textwrap.dedent(
         """
-        import importlib, json, tf_bridge
+        import importlib, json, tf_bridge, tf_bridge.estimator.v1
         tf_bridge.install()
         import tensorflow as tf
         from tf_bridge.runtime import canned, heads
@@ -78,7 +78,10 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
             "head.multi_label_head.MultiLabelHead": heads.MultiLabelHead,
             "head.regression_head.RegressionHead": heads.RegressionHead,
             "head.regression_head.PoissonRegressionHead": heads.PoissonRegressionHead,
-            "canned.dnn.DNNClassifier": canned.DNNClassifier,
+            "estimator.Estimator": tf_bridge.estimator.v1.Estimator,
+            "canned.dnn.DNNClassifier": tf_bridge.estimator.v1.DNNClassifier,
+            "canned.linear.LinearRegressor": tf_bridge.estimator.v1.LinearRegressor,
+            "canned.dnn_linear_combined.DNNLinearCombinedClassifier": tf_bridge.estimator.v1.DNNLinearCombinedClassifier,
             "canned.dnn.DNNClassifierV2": canned.DNNClassifier,
             "canned.dnn.DNNRegressorV2": canned.DNNRegressor,
             "canned.linear.LinearClassifierV2": canned.LinearClassifier,

@@ -1,5 +1,5 @@
-"""TF1 names and forms TF 2.15 still accepted: ``export_savedmodel`` on Estimator and
-TPUEstimator, and CrossShardOptimizer on TPUEstimator's CPU path (an error there, as in
+"""TF1 names and forms TF 2.15 still accepted: ``export_savedmodel`` on the v1 Estimator
+(not the v2 one) and TPUEstimator, and CrossShardOptimizer on TPUEstimator's CPU path (an error there, as in
 TF 2.15, but at graph build and naming ``params['use_tpu']``)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_bridge
+import tf_bridge.estimator.v1
 from tools import tf215_reference_models as models
 
 
@@ -24,7 +25,11 @@ def _attr_count(export_dir: bytes) -> int:
 
 
 def test_export_savedmodel_is_tf1s_export_saved_model(tmp_path: Any) -> None:
-    est = tf_bridge.Estimator(models.make_linear_model_fn(tf_bridge, []), str(tmp_path / "m"))
+    """The v1 Estimator has it; the v2 one raises AttributeError, as TF 2.15's."""
+    model_fn = models.make_linear_model_fn(tf_bridge, [])
+    with pytest.raises(AttributeError):
+        _ = tf_bridge.Estimator(model_fn, str(tmp_path / "m")).export_savedmodel
+    est = tf_bridge.estimator.v1.Estimator(model_fn, str(tmp_path / "m"))
     est.train(models.train_input_fn, steps=3)
     receiver_fn = models.serving_input_receiver_fn(tf_bridge)
     old = est.export_savedmodel(str(tmp_path / "old"), receiver_fn)

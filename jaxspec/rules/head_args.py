@@ -342,13 +342,12 @@ def labels_need_last_axis(labels_shape: Shape, logits_shape: Shape) -> bool:
     )
 
 
-def check_labels_shape(shape: Shape, logits_shape: Shape, expected_dim: int) -> bool:
-    """Labels (after ``labels_need_last_axis``) must be ``logits_shape[:-1] +
-    (expected_dim,)``; True when both shapes are fully known (checked).
+def check_labels_rank_and_last_dim(shape: Shape, expected_dim: int) -> None:
+    """What a labels shape alone decides: rank >= 2 and, when known, the last dimension
+    ``expected_dim`` (what TF 2.15's heads refused while building a graph).
 
     Raises:
-      ValueError: a known rank < 2, a known last dimension other than expected_dim, or
-        (both known) other dimensions than logits' (both shapes named).
+      ValueError: a known rank < 2 or a known last dimension other than expected_dim.
     """
     if shape is not None and len(shape) < 2:
         raise ValueError(f"labels must have rank >= 2, got rank {len(shape)}, shape {shape}.")
@@ -357,6 +356,17 @@ def check_labels_shape(shape: Shape, logits_shape: Shape, expected_dim: int) -> 
             f"labels shape must be [D0, ..., DN, {expected_dim}] (check n_classes / label_dimension), "
             f"got {shape}."
         )
+
+
+def check_labels_shape(shape: Shape, logits_shape: Shape, expected_dim: int) -> bool:
+    """Labels (after ``labels_need_last_axis``) must be ``logits_shape[:-1] +
+    (expected_dim,)``; True when both shapes are fully known (checked).
+
+    Raises:
+      ValueError: a known rank < 2, a known last dimension other than expected_dim, or
+        (both known) other dimensions than logits' (both shapes named).
+    """
+    check_labels_rank_and_last_dim(shape, expected_dim)
     expected = None if logits_shape is None else tuple(logits_shape[:-1]) + (expected_dim,)
     if not (_known(shape) and _known(expected)):
         return False

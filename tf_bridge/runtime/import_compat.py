@@ -3,9 +3,10 @@
 After ``install()``, in this process, code written for tf.estimator imports unmodified:
 ``tf.estimator``, ``tf.compat.v1.estimator``, ``from tensorflow import estimator``,
 ``import tensorflow.estimator`` and the ``tensorflow_estimator`` package's module paths
-(``TENSORFLOW_ESTIMATOR_PATHS``) resolve to tf_bridge's objects; where Ascend's adapter
-is not installed, ``npu_bridge``'s paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's
-NPU path. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
+(``TENSORFLOW_ESTIMATOR_PATHS``) resolve to tf_bridge's objects (the v1 namespace and the
+plain names of tensorflow_estimator's modules to TF 2.15's v1 classes,
+``tf_bridge.estimator.v1``); where Ascend's adapter is not installed, ``npu_bridge``'s
+paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's NPU path. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
 resolved lazily (a path's tf_bridge module loads when the path is first imported).
 """
 
@@ -21,12 +22,14 @@ import tensorflow as tf
 from tf_bridge.runtime import module_map as _module_map
 
 _TFE = "tensorflow_estimator.python.estimator"
+_V1F = "tf_bridge.runtime.runner.v1_forms"  # v1 Estimator (``Estimator``), v2 as ``EstimatorV2``
+_V1C = "tf_bridge.runtime.canned.v1"  # the v1 canned estimators, under their plain names
 
 # tf.estimator's paths -> tf_bridge: a string aliases a module (and its submodules); a
 # tuple makes a module whose names come from those modules (see ``tf_bridge.runtime.module_map``).
 TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     "tensorflow.estimator": "tf_bridge.estimator",
-    "tensorflow.compat.v1.estimator": "tf_bridge.estimator",
+    "tensorflow.compat.v1.estimator": "tf_bridge.estimator.v1",
     "tensorflow.compat.v2.estimator": "tf_bridge.estimator",
     "tensorflow_estimator": ("tf_bridge",),
     "tensorflow_estimator.estimator": "tf_bridge.estimator",
@@ -35,10 +38,11 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.api": (),
     f"{_TFE}.api._v1": (),
     f"{_TFE}.api._v2": (),
-    f"{_TFE}.api._v1.estimator": "tf_bridge.estimator",
+    f"{_TFE}.api._v1.estimator": "tf_bridge.estimator.v1",
     f"{_TFE}.api._v2.estimator": "tf_bridge.estimator",
-    f"{_TFE}.estimator": ("tf_bridge.runtime.runner.estimator", "tf_bridge.runtime.tfe_names"),
-    f"{_TFE}.estimator_lib": ("tf_bridge.estimator",),
+    # the plain names of tensorflow_estimator's modules are TF 2.15's v1 classes, ``...V2`` the v2 ones
+    f"{_TFE}.estimator": (_V1F, "tf_bridge.runtime.runner.estimator", "tf_bridge.runtime.tfe_names"),
+    f"{_TFE}.estimator_lib": ("tf_bridge.estimator.v1",),
     f"{_TFE}.model_fn": ("tf_bridge.runtime.spec",),
     f"{_TFE}.mode_keys": ("tf_bridge.runtime.spec",),
     f"{_TFE}.run_config": ("tf_bridge.runtime.run_config",),
@@ -69,12 +73,12 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.head.multi_head": ("tf_bridge.runtime.heads.multi_head",),
     f"{_TFE}.head.multi_label_head": ("tf_bridge.runtime.heads.multi_label",),
     f"{_TFE}.head.regression_head": ("tf_bridge.runtime.heads.regression",),
-    # the canned estimators: their ``...V2`` names and the plain ones are the v2 classes
+    # the canned estimators: the plain names are the v1 classes, ``...V2`` the v2 ones
     f"{_TFE}.canned": ("tf_bridge.runtime.canned",),
-    f"{_TFE}.canned.baseline": ("tf_bridge.runtime.canned.baseline",),
-    f"{_TFE}.canned.dnn": ("tf_bridge.runtime.canned.dnn",),
-    f"{_TFE}.canned.linear": ("tf_bridge.runtime.canned.linear",),
-    f"{_TFE}.canned.dnn_linear_combined": ("tf_bridge.runtime.canned.dnn_linear_combined",),
+    f"{_TFE}.canned.baseline": (_V1C, "tf_bridge.runtime.canned.baseline"),
+    f"{_TFE}.canned.dnn": (_V1C, "tf_bridge.runtime.canned.dnn"),
+    f"{_TFE}.canned.linear": (_V1C, "tf_bridge.runtime.canned.linear"),
+    f"{_TFE}.canned.dnn_linear_combined": (_V1C, "tf_bridge.runtime.canned.dnn_linear_combined"),
     f"{_TFE}.canned.optimizers": ("tf_bridge.runtime.canned.optimizers",),
     f"{_TFE}.canned.parsing_utils": ("tf_bridge.runtime.canned.parsing_utils",),
     f"{_TFE}.canned.metric_keys": ("jaxspec.rules.head_keys",),
@@ -151,8 +155,9 @@ def install() -> None:
     finder = _module_map.register(_module_map.ModuleMapFinder(table))
     _installed.append(finder)
     estimator = importlib.import_module("tf_bridge.estimator")
-    for namespace in (tf, tf.compat.v1, tf.compat.v2):
+    for namespace in (tf, tf.compat.v2):
         namespace.estimator = estimator
+    tf.compat.v1.estimator = importlib.import_module("tf_bridge.estimator.v1")
 
 
 def installed() -> bool:

@@ -38,6 +38,10 @@ class MergedModule(types.ModuleType):
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if _mapped(f"{self.__name__}.{attr}"):  # a mapped submodule wins over a source's attribute
+            value = importlib.import_module(f"{self.__name__}.{attr}")
+            setattr(self, attr, value)
+            return value
         for source in self._sources:
             module = importlib.import_module(source)
             if hasattr(module, attr):
@@ -54,6 +58,11 @@ class MergedModule(types.ModuleType):
             module = importlib.import_module(source)
             names.update(getattr(module, "__all__", [n for n in vars(module) if not n.startswith("_")]))
         return sorted(names)
+
+
+def _mapped(name: str) -> bool:
+    """Whether a ``ModuleMapFinder`` on sys.meta_path has an entry for ``name``."""
+    return any(isinstance(f, ModuleMapFinder) and f.resolve(name) is not None for f in sys.meta_path)
 
 
 class _AliasLoader(importlib.abc.Loader):

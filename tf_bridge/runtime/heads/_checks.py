@@ -3,10 +3,14 @@
 checks are ``jaxspec.rules.head_args``' (shared with jaxspec's heads); tf.estimator's
 rules and exception types:
 
-- in eager mode, and in graph mode wherever static shapes decide it, a bad shape or
-  dtype is a ValueError raised now;
-- in graph mode, what only the values or the unknown sizes decide is an assertion in the
-  graph that fails with ``tf.errors.InvalidArgumentError`` when it runs.
+- in eager mode a bad shape or dtype is a ValueError raised now;
+- in graph mode, a ValueError is raised while building only where TF 2.15's heads raised
+  one: a known logits or labels rank below 2, a known last dimension of logits or labels
+  other than the head's, a dtype; and TensorFlow's own loss ops refuse static shapes they
+  cannot combine. Everything else about shapes (the other dimensions of labels, the
+  weights' shape, ``loss_fn``'s output) and every value check is an assertion in the
+  graph that fails with ``tf.errors.InvalidArgumentError`` when it runs, whether the
+  shapes are static or not, as TF's.
 
 Every message names the argument and the shapes it saw.
 """
@@ -29,6 +33,62 @@ REDUCTION_SUM_OVER_BATCH_SIZE = Reduction.SUM_OVER_BATCH_SIZE
 
 def _shape(t: Any) -> tuple[Any, ...] | None:
     return None if t.shape.rank is None else tuple(t.shape.as_list())
+
+
+def _static_equal(shape: tuple[Any, ...] | None, expected: tuple[Any, ...] | None) -> bool:
+    """True when both shapes are fully known and equal (no run-time check needed)."""
+    known = shape is not None and expected is not None and None not in shape and None not in expected
+    return known and tuple(shape) == tuple(expected)  # type: ignore[arg-type]
+
+
+def _broadcastable(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+    try:
+        tf.broadcast_static_shape(tf.TensorShape(a), tf.TensorShape(b))
+    except ValueError:
+        return False
+    return True
+
+
+def same_shape(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """bool scalar: the int32 shape vectors ``a`` and ``b`` are equal, lengths included
+    (``tf.equal`` alone would broadcast ``[2]`` against ``[2, 2]``)."""
+    size_a, size_b = tf.size(a), tf.size(b)
+    n = tf.maximum(size_a, size_b)
+    pad_a = tf.pad(a, [[0, n - size_a]], constant_values=-1)
+    pad_b = tf.pad(b, [[0, n - size_b]], constant_values=-1)
+    return tf.logical_and(tf.equal(size_a, size_b), tf.reduce_all(tf.equal(pad_a, pad_b)))
+
+
+def _assert_in_graph(ok: tf.Tensor, value: tf.Tensor, data: list[Any]) -> tf.Tensor:
+    """``value`` behind an assertion of ``ok`` (InvalidArgumentError with ``data`` when the
+    graph runs and ``ok`` is False)."""
+    with tf.control_dependencies([tf.debugging.Assert(ok, data, summarize=16)]):
+        return tf.identity(value)
+
+
+def static_n_classes(n_classes: Any, minimum: int) -> Any:
+    """``n_classes`` as a Python int when it is a tensor whose value is known while
+    building (``tf.constant(3)``, as TF 2.15's heads accepted); anything else unchanged
+    (``jaxspec.rules.head_args.check_n_classes`` checks it).
+
+    Raises:
+      ValueError: a tensor whose value is known only at run time (tf_bridge's heads need
+        the number of classes while building; TF 2.15 deferred it), or not an integer.
+      tf.errors.InvalidArgumentError: a tensor value below ``minimum`` (TF's type for it).
+    """
+    if not tf.is_tensor(n_classes):
+        return n_classes
+    value = tf.get_static_value(n_classes)
+    if value is None or not n_classes.dtype.is_integer or getattr(value, "ndim", 0) != 0:
+        raise ValueError(
+            "n_classes must be an int, or a scalar integer tensor whose value is known while the "
+            f"graph is built; got {n_classes!r}."
+        )
+    if int(value) < minimum:
+        raise tf.errors.InvalidArgumentError(
+            None, None, f"n_classes must be at least {minimum}; the tensor holds {int(value)}."
+        )
+    return int(value)
 
 
 def check_logits(logits: Any, logits_dimension: int) -> tf.Tensor:
@@ -56,9 +116,10 @@ def check_labels(labels: Any, logits: tf.Tensor, expected_dim: int) -> tf.Tensor
     below logits get a last dimension of 1 (tf.estimator's rule).
 
     Raises:
-      ValueError: labels None or sparse, rank < 2, a wrong last dimension, or (static
-        shapes) other dimensions unlike logits'.
-      tf.errors.InvalidArgumentError: (graph mode, unknown sizes) at run time, for the same.
+      ValueError: labels None or sparse, a known rank < 2, a known last dimension other
+        than ``expected_dim``, or (eager) other dimensions unlike logits'.
+      tf.errors.InvalidArgumentError: (graph mode) at run time, for the rank and the other
+        dimensions, static or not.
     """
     rules.check_labels_present(
         labels, expected_dim, isinstance(labels, (tf.SparseTensor, tf.compat.v1.SparseTensorValue))
@@ -66,22 +127,21 @@ def check_labels(labels: Any, logits: tf.Tensor, expected_dim: int) -> tf.Tensor
     labels = tf.convert_to_tensor(labels)
     if rules.labels_need_last_axis(_shape(labels), _shape(logits)):
         labels = tf.expand_dims(labels, -1)
-    if rules.check_labels_shape(_shape(labels), _shape(logits), expected_dim):
-        return labels
     if tf.executing_eagerly():
+        rules.check_labels_shape(_shape(labels), _shape(logits), expected_dim)
+        return labels
+    rules.check_labels_rank_and_last_dim(_shape(labels), expected_dim)
+    logits_shape = _shape(logits)
+    expected = None if logits_shape is None else logits_shape[:-1] + (expected_dim,)
+    if _static_equal(_shape(labels), expected):
         return labels
     expected_t = tf.concat([tf.shape(logits)[:-1], [expected_dim]], axis=0)
-    with tf.control_dependencies(
-        [
-            tf.debugging.assert_equal(
-                tf.shape(labels),
-                expected_t,
-                message=f"labels shape must be logits' batch shape + [{expected_dim}]",
-                summarize=8,
-            )
-        ]
-    ):
-        return tf.identity(labels)
+    labels_t = tf.shape(labels)
+    ok = tf.logical_and(tf.greater_equal(tf.size(labels_t), 2), same_shape(labels_t, expected_t))
+    message = (
+        f"labels must have logits' shape but the last dimension, which is {expected_dim}; expected, got:"
+    )
+    return _assert_in_graph(ok, labels, [message, expected_t, labels_t])
 
 
 def check_label_range(labels: tf.Tensor, n_classes: int, message: str | None = None) -> tf.Tensor:
@@ -139,57 +199,63 @@ def weights_for(features: Any, weight_column: Any, logits: tf.Tensor, per_logit:
     dimension of 1.
 
     Raises:
-      ValueError: the column is missing from features, or (static shapes) weights of
-        another shape.
+      ValueError: the column is missing from features; (eager) weights of another shape;
+        (graph mode) static shapes that do not broadcast against the loss (TF 2.15's
+        weighting multiply raised ValueError there).
       TypeError: weight_column neither a str nor a numeric column.
       tf.errors.UnimplementedError: weights of a dtype that is not numeric (TF's type for
         a failed cast).
-      tf.errors.InvalidArgumentError: (graph mode, unknown sizes) a wrong shape, at run time.
+      tf.errors.InvalidArgumentError: (graph mode) a wrong shape, static or not, when the
+        graph runs (as TF 2.15's heads).
     """
     if weight_column is None:
         return 1.0
     weights = _weight_tensor(features, weight_column)
-    allowed = "[D0, ..., DN] or [D0, ..., DN, 1]" + (", or logits' shape" if per_logit else "")
     if rules.labels_need_last_axis(_shape(weights), _shape(logits)):
         weights = tf.expand_dims(weights, -1)
-    if rules.check_weights_shape(_shape(weights), _shape(logits), per_logit):
-        return weights
     if tf.executing_eagerly():
+        rules.check_weights_shape(_shape(weights), _shape(logits), per_logit)
         return weights
+    logits_shape = _shape(logits)
+    one = None if logits_shape is None else logits_shape[:-1] + (1,)
+    if _static_equal(_shape(weights), one) or (per_logit and _static_equal(_shape(weights), logits_shape)):
+        return weights
+    loss_shape = logits_shape if per_logit else one
+    if not _broadcastable(_shape(weights), loss_shape):
+        # TF 2.15 failed here too, while building, in the weighting multiply (ValueError)
+        rules.check_weights_shape(_shape(weights), logits_shape, per_logit)
     w_shape, l_shape = tf.shape(weights), tf.shape(logits)
-    one = tf.concat([l_shape[:-1], [1]], axis=0)
-    ok = tf.reduce_all(tf.equal(w_shape, one)) if w_shape.shape == one.shape else tf.constant(False)
+    ok = same_shape(w_shape, tf.concat([l_shape[:-1], [1]], axis=0))
     if per_logit:
-        same = (
-            tf.reduce_all(tf.equal(w_shape, l_shape))
-            if w_shape.shape == l_shape.shape
-            else tf.constant(False)
-        )
-        ok = tf.logical_or(ok, same)
-    check = tf.debugging.Assert(
-        ok, [f"weights must have shape {allowed}; weights, logits:", w_shape, l_shape]
+        ok = tf.logical_or(ok, same_shape(w_shape, l_shape))
+    allowed = "[D0, ..., DN] or [D0, ..., DN, 1]" + (", or logits' shape" if per_logit else "")
+    return _assert_in_graph(
+        ok, weights, [f"weights must have shape {allowed}; logits, weights:", l_shape, w_shape]
     )
-    with tf.control_dependencies([check]):
-        return tf.identity(weights)
 
 
 def call_loss_fn(
     loss_fn: Callable[..., Any], labels: tf.Tensor, logits: tf.Tensor, features: Any, expected_dim: int
 ) -> tf.Tensor:
-    """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] + [expected_dim]``."""
+    """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] + [expected_dim]``.
+
+    Raises:
+      ValueError: (eager) a loss of another shape.
+      tf.errors.InvalidArgumentError: (graph mode) the same, static or not, when the graph
+        runs (as TF 2.15's heads).
+    """
     kwargs = {"features": features} if "features" in fn_args(loss_fn) else {}
     loss = tf.convert_to_tensor(loss_fn(labels=labels, logits=logits, **kwargs))
-    if rules.check_loss_shape(_shape(loss), _shape(logits), expected_dim):
-        return loss
     if tf.executing_eagerly():
+        rules.check_loss_shape(_shape(loss), _shape(logits), expected_dim)
         return loss
-    expected_t = tf.concat([tf.shape(logits)[:-1], [expected_dim]], axis=0)
-    check = tf.debugging.Assert(
-        tf.reduce_all(tf.equal(tf.shape(loss), expected_t)),
-        [f"loss_fn must return logits' batch shape + [{expected_dim}]; loss shape:", tf.shape(loss)],
-    )
-    with tf.control_dependencies([check]):
-        return tf.identity(loss)
+    logits_shape = _shape(logits)
+    if _static_equal(_shape(loss), None if logits_shape is None else logits_shape[:-1] + (expected_dim,)):
+        return loss
+    l_shape, loss_shape = tf.shape(logits), tf.shape(loss)
+    ok = same_shape(loss_shape, tf.concat([l_shape[:-1], [expected_dim]], axis=0))
+    message = f"loss_fn must return logits' shape with a last dimension of {expected_dim}; logits, loss:"
+    return _assert_in_graph(ok, loss, [message, l_shape, loss_shape])
 
 
 def weighted_loss(unweighted: tf.Tensor, weights: Any, reduction: str) -> tf.Tensor:

@@ -77,10 +77,12 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
           regularization_losses: list of scalar tensors, or None.
 
         Raises:
-          ValueError: bad logits/labels/weights shape or dtype (eager, or static shapes),
-            a label outside {0, 1} (eager).
+          ValueError: (eager) bad logits/labels/weights shapes or dtypes, a label outside
+            {0, 1}; (graph) a bad logits/labels rank or last dimension, a dtype, shapes
+            TensorFlow's loss op refuses (as TF 2.15, see ``_checks``).
           tf.errors.InvalidArgumentError: (graph) a label outside {0, 1} or the vocabulary,
-            or a shape unknown until run time that is wrong.
+            or a wrong shape that only TF 2.15 checked when the graph ran (labels' other
+            dimensions, weights, ``loss_fn``'s output; static or not).
         """
         del mode
         with tf.name_scope("losses"):

@@ -39,10 +39,35 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         gets the int class ids ``[D0, ..., DN, 1]`` as labels.
       name: suffix of the metric keys and the name scope; required inside a MultiHead.
 
+    ``n_classes`` may also be a scalar integer tensor whose value is known while building
+    (``tf.constant(3)``), as TF 2.15 accepted; ``logits_dimension`` is then that tensor.
+
     Raises:
       ValueError: n_classes None or <= 2, a label_vocabulary that is not a list/tuple or
-        not of length n_classes, an unknown loss_reduction, or a bad loss_fn.
+        not of length n_classes, an unknown loss_reduction, or a bad loss_fn; an n_classes
+        tensor whose value is unknown until run time (TF 2.15 took one).
+      tf.errors.InvalidArgumentError: an n_classes tensor holding a value <= 2 (as TF).
     """
+
+    def __init__(
+        self,
+        n_classes: Any,
+        weight_column: Any = None,
+        label_vocabulary: Sequence[str] | None = None,
+        loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
+        loss_fn: Callable[..., Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        given = n_classes
+        super().__init__(
+            _checks.static_n_classes(n_classes, 3),
+            weight_column,
+            label_vocabulary,
+            loss_reduction,
+            loss_fn,
+            name,
+        )
+        self._logits_dimension = given  # TF 2.15 gave n_classes back as it was given
 
     def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
@@ -92,10 +117,12 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
           regularization_losses: list of scalar tensors, or None.
 
         Raises:
-          ValueError: bad shapes; labels not integer (no vocabulary) or not strings (with
-            one); (eager) a label outside ``[0, n_classes)``.
+          ValueError: labels not integer (no vocabulary) or not strings (with one); (eager)
+            bad shapes, a label outside ``[0, n_classes)``; (graph) a bad logits/labels rank
+            or last dimension, shapes TensorFlow's loss op refuses (as TF 2.15).
           tf.errors.InvalidArgumentError: (graph) a label outside the range or the
-            vocabulary, or a shape unknown until run time that is wrong.
+            vocabulary, or a wrong shape that only TF 2.15 checked when the graph ran
+            (labels' other dimensions, weights, ``loss_fn``'s output; static or not).
         """
         del mode
         with tf.name_scope("losses"):

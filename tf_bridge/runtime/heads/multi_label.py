@@ -106,9 +106,12 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
         regularization losses.
 
         Raises:
-          ValueError: bad shapes or label dtype; (eager) labels that are not 0/1 or ids
-            in range.
-          tf.errors.InvalidArgumentError: (graph) the same, found when the graph runs.
+          ValueError: a label dtype; (eager) bad shapes, labels that are not 0/1 or ids in
+            range; (graph) a bad logits/labels rank or last dimension, shapes TensorFlow's
+            loss op refuses (as TF 2.15).
+          tf.errors.InvalidArgumentError: (graph) bad label values, or a wrong shape that
+            only TF 2.15 checked when the graph ran (labels' other dimensions, weights,
+            ``loss_fn``'s output; static or not).
         """
         del mode
         with tf.name_scope("losses"):

@@ -51,6 +51,8 @@ class RegressionHead(RegressionHeadArgs, base.Head):
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
         else:
+            # TF 2.15's mean_squared_error refused static shapes that differ (no broadcasting).
+            logits.shape.assert_is_compatible_with(labels.shape)
             loss = tf.math.squared_difference(logits, labels)
         weights = _checks.weights_for(features, self._weight_column, logits, per_logit=True)
         return loss, weights
@@ -75,8 +77,11 @@ class RegressionHead(RegressionHeadArgs, base.Head):
           regularization_losses: list of scalar tensors, or None.
 
         Raises:
-          ValueError: bad logits/labels/weights shapes (eager, or static shapes).
-          tf.errors.InvalidArgumentError: (graph) a shape unknown until run time that is wrong.
+          ValueError: (eager) bad logits/labels/weights shapes; (graph) a bad logits/labels
+            rank or last dimension, static logits/labels shapes that differ, or weights
+            that do not broadcast (as TF 2.15).
+          tf.errors.InvalidArgumentError: (graph) a wrong shape that only TF 2.15 checked
+            when the graph ran (labels' other dimensions, weights, ``loss_fn``'s output).
         """
         del mode
         with tf.name_scope("losses"):

@@ -37,6 +37,7 @@ from tf_bridge.runtime.npu.config import NPURunConfig
 from tf_bridge.runtime.npu.optimizer import rank_size
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.inputs import call_model_fn, fn_arg_names
+from tf_bridge.runtime.runner.v1_forms import V1Methods
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 from tf_bridge.runtime.spec import EstimatorSpec, NPUEstimatorSpec
 
@@ -117,7 +118,7 @@ def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
     return spec._replace(loss=loss, evaluation_hooks=(hook,) + tuple(spec.evaluation_hooks))
 
 
-class NPUEstimator(Estimator):
+class NPUEstimator(V1Methods, Estimator):
     """Ascend's ``NPUEstimator`` (see the module docstring for the CPU behaviour).
 
     Args:

@@ -178,7 +178,7 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
+        model_fn: Callable[..., Any] | None,
         model_dir: Any = None,
         config: Any = None,
         params: dict[str, Any] | None = None,
@@ -436,35 +436,15 @@ class Estimator:
             checkpoint_path=checkpoint_path,
         )
 
-    def export_savedmodel(
-        self,
-        export_dir_base: Any,
-        serving_input_receiver_fn: Callable[[], Any],
-        assets_extra: dict[str, str] | None = None,
-        as_text: bool = False,
-        checkpoint_path: str | None = None,
-        strip_default_attrs: bool = False,
-    ) -> bytes:
-        """``tf.compat.v1.estimator.Estimator.export_savedmodel`` (TF1's name): the PREDICT
-        export of ``export_saved_model``, keeping default-valued node attributes unless
-        ``strip_default_attrs``. tf_bridge has one Estimator class for tf.estimator's v1
-        and v2 ones, so it has this method too (TF 2.15's v2 Estimator hid it).
-
-        Returns:
-          The export directory, as bytes.
-
-        Raises:
-          ValueError: as export_saved_model.
+    @property
+    def export_savedmodel(self) -> Any:
+        """TF1's name, hidden on the v2 Estimator as in TF 2.15: reading it raises
+        AttributeError (``hasattr`` is False on an instance, True on the class). The v1
+        classes (``tf.compat.v1.estimator.Estimator``, TPUEstimator, ...) have the method.
         """
-        if not serving_input_receiver_fn:
-            raise ValueError("export_savedmodel needs a serving_input_receiver_fn.")
-        return self._export_all(
-            export_dir_base,
-            {ModeKeys.PREDICT: serving_input_receiver_fn},
-            assets_extra,
-            as_text,
-            checkpoint_path,
-            strip_default_attrs,
+        raise AttributeError(
+            "export_savedmodel is not on the v2 Estimator (as in TF 2.15): call export_saved_model, or use "
+            "the v1 class tf.compat.v1.estimator.Estimator."
         )
 
     def experimental_export_all_saved_models(

@@ -20,6 +20,7 @@ from jaxspec.rules.numbers import check_positive_int
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.inputs import call_model_fn, fn_arg_names
+from tf_bridge.runtime.runner.v1_forms import V1Methods
 from tf_bridge.runtime.runner_hooks import ExamplesPerSecondHook
 from tf_bridge.runtime.spec import EstimatorSpec, TPUEstimatorSpec
 
@@ -57,7 +58,7 @@ def check_no_cross_replica_ops(graph: Any) -> None:
             )
 
 
-class TPUEstimator(Estimator):
+class TPUEstimator(V1Methods, Estimator):
     """``tf.estimator.tpu.TPUEstimator``, CPU path (TF 2.15's ``use_tpu=False``).
 
     model_fn returns a ``tf_bridge.TPUEstimatorSpec`` (or an EstimatorSpec) and must take

@@ -122,6 +122,46 @@ def _summary_settings(config: Any, spec: Any) -> tuple[Any, Any, list[Any]]:
     return 0, None, hooks
 
 
+# tf.estimator's names of the strategies it trained through its "distributed" session path.
+COLLECTIVE_STRATEGIES = (
+    "CollectiveAllReduceStrategy",
+    "CollectiveAllReduceStrategyV1",
+    "MultiWorkerMirroredStrategy",
+)
+
+
+def _session_args(config: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> dict[str, Any]:
+    """The MonitoredTrainingSession arguments that depend on the path, as tf.estimator's:
+    in a cluster with a collective ``train_distribute`` strategy the session itself saves
+    checkpoints (``save_checkpoint_secs``/``save_checkpoint_steps`` from the RunConfig),
+    summaries and step counts; otherwise the Estimator's CheckpointSaverHook saves and the
+    master/worker summary rule applies (``worker`` gains its hooks).
+
+    Raises:
+      ValueError: saving_listeners on the collective path (tf.estimator refused them), or
+        as ``_chief_hooks``.
+    """
+    if config.cluster_spec and type(config.train_distribute).__name__ in COLLECTIVE_STRATEGIES:
+        if saving_listeners:
+            raise ValueError("saving_listeners cannot be used with a collective train_distribute strategy.")
+        return {
+            "chief_only_hooks": tuple(spec.training_chief_hooks),
+            "save_checkpoint_secs": config.save_checkpoints_secs,
+            "save_checkpoint_steps": config.save_checkpoints_steps,
+            "save_summaries_steps": config.save_summary_steps,
+            "log_step_count_steps": config.log_step_count_steps,
+        }
+    chief = _chief_hooks(config, spec, worker, saving_listeners)
+    summary_steps, log_steps, summary_hooks = _summary_settings(config, spec)
+    worker.extend(summary_hooks)
+    return {
+        "chief_only_hooks": chief,
+        "save_checkpoint_secs": 0,  # the CheckpointSaverHook saves
+        "save_summaries_steps": summary_steps,
+        "log_step_count_steps": log_steps,
+    }
+
+
 def _per_step_fetches(hooks: list[Any]) -> list[Any]:
     """What must run at every step even inside a loop: the host calls."""
     return [h.fetches for h in hooks if isinstance(h, HostCallFetchHook) and h.fetches is not None]
@@ -161,10 +201,8 @@ def train_with_spec(
     worker = _worker_hooks(config, spec, input_hooks, hooks, global_step)
     if not (spec.scaffold.saver or tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)):
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _default_saver(config))
-    chief = _chief_hooks(config, spec, worker, saving_listeners)
     per_step = _per_step_fetches(worker)
-    summary_steps, log_steps, summary_hooks = _summary_settings(config, spec)
-    worker.extend(summary_hooks)
+    session_args = _session_args(config, spec, worker, saving_listeners)
     loss, steps = None, 0
     # tf.estimator called MonitoredTrainingSession through this module; so does tf_bridge.
     with tf_training.MonitoredTrainingSession(
@@ -173,13 +211,10 @@ def train_with_spec(
         checkpoint_dir=plan.model_dir,
         scaffold=spec.scaffold,
         hooks=worker,
-        chief_only_hooks=chief,
-        save_checkpoint_secs=0,
-        save_summaries_steps=summary_steps,
         config=plan.session_config,
         max_wait_secs=config.session_creation_timeout_secs,
-        log_step_count_steps=log_steps,
         save_graph_def=config.checkpoint_save_graph_def,
+        **session_args,
     ) as session:
         loop = plan.train
         step_fn = _loop_step_fn(spec, global_step, loop, per_step) if loop.iterations_per_loop > 1 else None
