@@ -92,8 +92,12 @@ class ProgressHook(SessionRunHook):
         written from every step's values of a loop."""
         if self._timer is None:
             return NEVER
-        due = self._timer.next_trigger_step(global_step)
-        return NEVER if due is None else due
+        last = self._timer.last_triggered_step()
+        # Before the first measurement (a loop ahead may ask before it is made): the call's first step.
+        base = self._start + 1 if last is None else last
+        if global_step < base:
+            return base
+        return base + ((global_step - base) // self.log_every + 1) * self.log_every
 
     def reads_state_after(self, step: int) -> bool:
         """False: it reads the values the loop hands it."""
