@@ -72,7 +72,11 @@ class ProgressHook(SessionRunHook):
         cost: LoopCost | None = None,
     ) -> None:
         self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
-        self.examples_per_step, self.peak_flops, self.one_step_runs = examples_per_step, peak_flops, one_step_runs
+        self.examples_per_step, self.peak_flops, self.one_step_runs = (
+            examples_per_step,
+            peak_flops,
+            one_step_runs,
+        )
         self.cost = cost
         self.losses = np.zeros(0)
         self._line = line
@@ -114,15 +118,24 @@ class ProgressHook(SessionRunHook):
         if not cost.analysed:
             if cost.platform not in _NO_ANALYSIS_SAID:
                 _NO_ANALYSIS_SAID.add(cost.platform)
-                self._line("XLA gives no cost or memory analysis on %s: no perf/ or memory/ summaries.",
-                           cost.platform, cadence=False)
+                self._line(
+                    "XLA gives no cost or memory analysis on %s: no perf/ or memory/ summaries.",
+                    cost.platform,
+                    cadence=False,
+                )
             return
         flops = "unknown" if cost.flops_per_step is None else f"{cost.flops_per_step:.4g}"
         self._line(
             "Compiled a training loop of %d steps: %s FLOPs per step on %d devices; per device "
             "%s argument, %s output, %s temporary, %s aliased bytes.",
-            cost.steps, flops, cost.devices, cost.argument_bytes, cost.output_bytes, cost.temp_bytes,
-            cost.alias_bytes, cadence=False,
+            cost.steps,
+            flops,
+            cost.devices,
+            cost.argument_bytes,
+            cost.output_bytes,
+            cost.temp_bytes,
+            cost.alias_bytes,
+            cadence=False,
         )
         if first_step is not None:
             self._pending.append((first_step + 1, cost.scalars()))
@@ -161,7 +174,9 @@ class ProgressHook(SessionRunHook):
         end = first_step + len(losses)
         if self.summary_every:
             offset = (first_step - self._start) % self.summary_every  # step _start + 1 is due
-            for i in range((self.summary_every - offset) % self.summary_every, len(losses), self.summary_every):
+            for i in range(
+                (self.summary_every - offset) % self.summary_every, len(losses), self.summary_every
+            ):
                 scalars = by_step.setdefault(first_step + i + 1, {})
                 scalars["loss"] = losses[i]
                 if loss_scales is not None:
