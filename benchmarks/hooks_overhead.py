@@ -25,6 +25,15 @@ Each repetition then calls ``train(steps=N)`` on the off, then the on estimator;
 that runs first in both settings), scaled to N steps: per-loop cost, hooks included,
 without tracing, compiling, restoring or the final save. ``call`` is the whole call.
 Ratios are on median / off median. On CPU this is framework overhead, not device speed.
+
+``--summaries`` measures the Estimator's own training summaries instead (issue 36): a
+plain ``jaxspec.Estimator`` (one device, grouped loops) trains the same MLP for
+``--steps`` (default 1000) per call, in three settings: ``off`` with ``save_summary_steps`` and ``log_step_count_steps`` None (no summaries,
+no lines), ``base`` with both 100 (``loss``, ``global_step/sec``, ``examples/sec`` at
+TF's steps) on plain adam, ``summaries`` as ``base`` plus ``learning_rate``
+(inject_hyperparams) and ``perf/mfu`` (``peak_flops_per_device`` set); every setting
+writes the per-compile ``perf/``/``memory/`` figures (the warm-up call compiles, the
+timed ones reuse the executables, as a long run does). Each whole call is timed.
 """
 
 from __future__ import annotations
@@ -149,6 +158,16 @@ class Bench:
         return {"call": call, "steady": steady, "loss": clock.losses[-1]}
 
 
+def _quiet_logs() -> None:
+    """The ``jaxspec`` logger to a NullHandler at INFO (records built, nothing printed)."""
+    log = logging.getLogger("jaxspec")
+    log.handlers[:] = [logging.NullHandler()]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for noisy in ("absl", "orbax", "jax"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
 def summary(times: list[float], steps: int) -> dict[str, Any]:
     med = statistics.median(times)
     return {
@@ -158,6 +177,76 @@ def summary(times: list[float], steps: int) -> dict[str, Any]:
         "steps_per_s": steps / med,
         "times_s": times,
     }
+
+
+def _summaries_estimator(name: str, root: str) -> jaxspec.Estimator:
+    """``off``: no summaries; ``base``: loss and rates every 100 steps, adam at a fixed
+    rate, no peak; ``summaries``: the same with ``learning_rate`` (inject_hyperparams)
+    and ``perf/mfu`` (a peak given)."""
+    on, new = name != "off", name == "summaries"
+    if new:
+        tx = optax.inject_hyperparams(optax.adam)(learning_rate=optax.exponential_decay(LR, 100, 0.9))
+    else:
+        tx = optax.adam(LR)
+
+    def init(features: Any) -> train_state.TrainState:
+        params = MLP().init(jax.random.PRNGKey(SEED), features["x"][:1])
+        return train_state.TrainState.create(apply_fn=MLP().apply, params=params, tx=tx)
+
+    every = 100 if on else None
+    config = jaxspec.RunConfig(
+        save_summary_steps=every,
+        log_step_count_steps=every,
+        save_checkpoints_secs=None,
+        save_checkpoints_steps=None,
+        peak_flops_per_device=1e12 if new else None,
+    )
+    tpu_model_fn = make_model_fn(False)
+
+    def model_fn(features: Any, labels: Any, mode: str, params: Any, state: Any) -> jaxspec.EstimatorSpec:
+        return tpu_model_fn(features, labels, mode, params, state).as_estimator_spec()
+
+    return jaxspec.Estimator(model_fn, os.path.join(root, name), config=config, init_fn=init, params={})
+
+
+def summaries_main(steps: int, repeats: int, out: Path) -> None:
+    """The ``--summaries`` comparison; see the module docstring."""
+    xs, ys = digits_batches(steps, BATCH, SEED)
+
+    def input_fn() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+        return (({"x": xs[i]}, ys[i]) for i in range(steps))
+
+    print(
+        f"{jax.devices()[0].platform}: plain Estimator, {steps} steps x {BATCH} examples, {repeats} repeats"
+    )
+    times: dict[str, list[float]] = {"off": [], "base": [], "summaries": []}
+    with tempfile.TemporaryDirectory(prefix="jaxspec_summaries_bench_") as root:
+        ests = {name: _summaries_estimator(name, root) for name in times}
+        for est in ests.values():
+            est.train(input_fn, steps=steps)  # warm-up: compiles every loop size
+        for rep in range(repeats):
+            for name, est in ests.items():
+                t0 = time.perf_counter()
+                est.train(input_fn, steps=steps)
+                times[name].append(time.perf_counter() - t0)
+            print(f"rep {rep}: " + "  ".join(f"{n} {t[-1]:.3f}s" for n, t in times.items()))
+    off, base, on = (summary(times[n], steps) for n in ("off", "base", "summaries"))
+    ratio, ratio_off = on["median_s"] / base["median_s"], on["median_s"] / off["median_s"]
+    print(
+        f"median off {off['median_s']:.3f}s, base {base['median_s']:.3f}s, summaries {on['median_s']:.3f}s: "
+        f"summaries/base {ratio:.4f}, summaries/off {ratio_off:.4f}"
+    )
+    result = {
+        "config": {"steps": steps, "repeats": repeats, "global_batch": BATCH, "jax": jax.__version__},
+        "off": off,
+        "base": base,
+        "summaries": on,
+        "ratio_summaries_base": ratio,
+        "ratio_summaries_off": ratio_off,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 def main() -> None:
@@ -171,20 +260,24 @@ def main() -> None:
         default=100,
         help="save_checkpoints_steps, save_summary_steps and log_step_count_steps when hooks are on",
     )
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "hooks_overhead.json"))
+    ap.add_argument("--out", default=None, help="JSON results (default benchmarks/results/<mode>.json)")
+    ap.add_argument(
+        "--summaries", action="store_true", help="the Estimator's own summaries instead (issue 36)"
+    )
     args = ap.parse_args()
+    results_dir = Path(__file__).parent / "results"
+    if args.summaries:
+        _quiet_logs()
+        out = Path(args.out or results_dir / "summaries_overhead.json")
+        summaries_main(args.steps if args.steps != 300 else 1000, args.repeats, out)
+        return
+    args.out = args.out or str(results_dir / "hooks_overhead.json")
     steps = args.steps
     for ipl in args.ipl:
         if steps % ipl or steps < 2 * ipl:
             ap.error(f"--steps must be a multiple of every --ipl and at least twice it (ipl {ipl})")
 
-    log = logging.getLogger("jaxspec")
-    log.handlers[:] = [logging.NullHandler()]
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    for noisy in ("absl", "orbax", "jax"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
+    _quiet_logs()
     xs, ys = digits_batches(steps, BATCH, SEED)
     print(
         f"{jax.device_count()} {jax.devices()[0].platform} devices, {steps} steps x {BATCH} examples per call, "

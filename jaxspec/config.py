@@ -49,6 +49,7 @@ REPLACEABLE_FIELDS = (
     "tpu_config",
     "steps_per_execution",
     "export_jax_artifact",
+    "peak_flops_per_device",
 )
 _OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
@@ -74,6 +75,7 @@ def _validate(config: RunConfig) -> None:
         ("keep_checkpoint_every_n_hours", lambda v: v > 0, "> 0"),
         ("log_step_count_steps", lambda v: v > 0, "> 0 (None turns step logging off)"),
         ("session_creation_timeout_secs", lambda v: v > 0, "> 0"),
+        ("peak_flops_per_device", lambda v: v > 0, "> 0"),
     ):
         _check_number(name, getattr(config, name), ok, rule)
     for name in ("tf_random_seed", "experimental_max_worker_delay_secs"):
@@ -161,12 +163,17 @@ class RunConfig:
         and ``experimental_export_all_saved_models`` (and so the exporters of
         ``train_and_evaluate``) also write the TF-free ``jax/`` artifact when their
         ``jax_artifact`` argument is not given (``jaxspec.export.load_serving``).
+      peak_flops_per_device: (a JAX addition) FLOP/s one device can do at best (a
+        number > 0), for the ``perf/mfu`` training summary; None (default): the bf16
+        dense peak of a known device kind (``jaxspec.loop_cost.PEAK_BF16_FLOPS``: TPU
+        v4/v5e/v5p/v6e, A100, H100, H200), and no ``perf/mfu`` on CPU or other kinds.
 
     Raises:
       ValueError: both checkpoint intervals set; a field breaks its rule (negative
         counts, ``keep_checkpoint_every_n_hours <= 0``, ``log_step_count_steps <= 0``,
         a non-integer seed, an empty model_dir, master and cluster both set,
-        ``steps_per_execution`` neither ``'auto'`` nor an int >= 1, ...).
+        ``steps_per_execution`` neither ``'auto'`` nor an int >= 1,
+        ``peak_flops_per_device <= 0``, ...).
       TypeError: a count that is not a number; tpu_config that is not a TPUConfig;
         export_jax_artifact that is not a bool.
     """
@@ -192,6 +199,7 @@ class RunConfig:
     tpu_config: _Field[TPUConfig] = _Field()
     steps_per_execution: _Field[int | str] = _Field()
     export_jax_artifact: _Field[bool] = _Field()
+    peak_flops_per_device: _Field[float | None] = _Field()
     evaluation_master: _Field[str | None] = _Field()
     master: _Field[str | None] = _Field()
     cluster: _Field[Any] = _Field()
@@ -221,6 +229,7 @@ class RunConfig:
         cluster: Any = None,
         steps_per_execution: int | str = "auto",
         export_jax_artifact: bool = False,
+        peak_flops_per_device: float | None = None,
     ) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
@@ -261,6 +270,7 @@ class RunConfig:
             cluster=cluster,
             steps_per_execution=steps_per_execution,
             export_jax_artifact=export_jax_artifact,
+            peak_flops_per_device=peak_flops_per_device,
         )
         for key, value in values.items():
             object.__setattr__(self, "_" + key, value)

@@ -91,9 +91,9 @@ def test_grouped_parameters_equal_single_steps_and_a_hand_loop(tmp_path, monkeyp
         assert est.get_variable_value("global_step") == steps
         out[grouped] = _variables(est)
         assert sum(dispatched) == steps
-        # grouped: loops end at the log steps (10, 20, ...); a size asked for the first
-        # time runs as scans of powers of two, a repeated one as one scan
-        expected = {37: [8, 2, 10, 10, 4, 2, 1], 64: [8, 2, 10, 10, 10, 10, 10, 4]}[steps]
+        # grouped: loops end at TF's measured steps (1, 11, 21, ...); a size asked for the
+        # first time runs as scans of powers of two, a repeated one as one scan
+        expected = {37: [1, 8, 2, 10, 10, 4, 2], 64: [1, 8, 2, 10, 10, 10, 10, 10, 2, 1]}[steps]
         assert dispatched == (expected if grouped else [1] * steps)
     for name, value in out[False].items():
         np.testing.assert_allclose(out[True][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
@@ -360,22 +360,30 @@ def test_grouped_loops_are_dispatched_ahead_where_no_hook_reads_the_state(tmp_pa
     events = _order(monkeypatch)
     est = _estimator(tmp_path, True, log_step_count_steps=10, save_summary_steps=10)
     est.train(batches_input_fn(x, y, BATCH, repeat=True), steps=40)
-    # loop 1 runs as scans of 8 and 2 steps; every later loop is dispatched ahead
+    # loops end at TF's measured steps 1, 11, 21, 31: loop 2 runs as scans of 8 and 2
+    # steps, the last (9 steps) as 8 and 1; every loop after the first is dispatched ahead
     assert events == [
         ("dispatch", 0),
-        ("dispatch", 8),
-        *[e for s in (10, 20, 30) for e in (("dispatch", s), ("after_run", s))],
+        ("dispatch", 1),
+        ("dispatch", 9),
+        *[e for s in (1, 11, 21) for e in (("after_run", s), ("dispatch", s + 10))],
+        ("dispatch", 39),
+        ("after_run", 31),
         ("after_run", 40),
     ]
-    hand_at = _hand_params_at(x, y, [40, 50, 60, 70])
+    hand_at = _hand_params_at(x, y, [40, 41, 50, 51, 60, 61, 70])
     np.testing.assert_allclose(
         est.get_variable_value(KERNEL), hand_at[40]["params"]["Dense_0"]["kernel"], rtol=1e-4, atol=1e-5
     )
     events.clear()
     reader = _EveryTen()
     est.train(batches_input_fn(x, y, BATCH, repeat=True), hooks=[reader], steps=30)
-    assert events == [e for s in (40, 50, 60) for e in (("dispatch", s), ("after_run", s + 10))]
-    assert [s for s, _ in reader.seen] == [50, 60, 70]
+    # loops end at the reader's steps (50, 60, 70) and at this call's measured ones (41, 51, 61)
+    ends = [41, 50, 51, 60, 61, 70]
+    assert events == [
+        e for a, b in zip([40, *ends[:-1]], ends, strict=True) for e in (("dispatch", a), ("after_run", b))
+    ]
+    assert [s for s, _ in reader.seen] == ends  # its after_run runs after every loop
     for step, kernel in reader.seen:
         hand = hand_at[step]["params"]["Dense_0"]["kernel"]
         np.testing.assert_allclose(kernel, hand, rtol=1e-4, atol=1e-5, err_msg=str(step))
@@ -384,7 +392,8 @@ def test_grouped_loops_are_dispatched_ahead_where_no_hook_reads_the_state(tmp_pa
 def test_a_seconds_saver_saves_the_state_of_its_step_with_loops_ahead(tmp_path, monkeypatch):
     """``save_checkpoints_secs=2`` on a clock that moves one second per reading: a save
     falls due when a loop ahead is about to be dispatched (that loop then waits for the
-    save), so saves come at steps 20 and 40 (and 0 and the final 60), each holding the
+    save), so saves come at steps 11, 31 and 51 (loops end at TF's measured steps 1, 11,
+    21, ...; and 0 and the final 60), each holding the
     hand loop's parameters of its step: no save read a state a loop ahead had taken."""
     ticks = iter(range(1, 1000))
     monkeypatch.setattr(timer, "time", types.SimpleNamespace(time=lambda: float(next(ticks))))
@@ -399,9 +408,9 @@ def test_a_seconds_saver_saves_the_state_of_its_step_with_loops_ahead(tmp_path, 
     )
     est.train(batches_input_fn(x, y, BATCH, repeat=True), steps=60)
     store = CheckpointStore(str(tmp_path))
-    assert sorted(store.all_steps()) == [0, 20, 40, 60]
-    hand_at = _hand_params_at(x, y, [20, 40, 60])
-    for step in (20, 40, 60):
+    assert sorted(store.all_steps()) == [0, 11, 31, 51, 60]
+    hand_at = _hand_params_at(x, y, [11, 31, 51, 60])
+    for step in (11, 31, 51, 60):
         kernel = store.read(step)[KERNEL]
         hand = hand_at[step]["params"]["Dense_0"]["kernel"]
         np.testing.assert_allclose(kernel, hand, rtol=1e-4, atol=1e-5, err_msg=str(step))

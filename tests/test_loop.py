@@ -145,9 +145,13 @@ def test_event_files_read_back(tmp_path):
     )
     est.train(input_fn, steps=8)
     losses = _scalars(str(tmp_path), "loss")
-    assert [s for s, _ in losses] == [2, 4, 6, 8] and all(np.isfinite(v) for _, v in losses)
-    assert [s for s, _ in _scalars(str(tmp_path), "global_step/sec")] == [6, 8]
-    assert len(_scalars(str(tmp_path), "examples/sec")) == 2
+    # TF 2.15's steps: the loss at the call's first step and every 2 after it; the rate
+    # where 4 steps have passed since the first loop's end (3), checked at loop ends (6, 8)
+    assert [s for s, _ in losses] == [1, 3, 5, 7] and all(np.isfinite(v) for _, v in losses)
+    rates = _scalars(str(tmp_path), "global_step/sec")
+    assert [s for s, _ in rates] == [8]
+    examples = _scalars(str(tmp_path), "examples/sec")
+    assert [s for s, _ in examples] == [8] and examples[0][1] == pytest.approx(32 * rates[0][1], rel=1e-6)
     result = est.evaluate(input_fn, name="holdout")
     acc = _scalars(str(tmp_path / "eval_holdout"), "accuracy")
     assert acc == [(8, pytest.approx(result["accuracy"], abs=1e-6))]

@@ -23,6 +23,7 @@ from jaxspec.config import RunConfig
 from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
+from jaxspec.learning_rate import find_learning_rate
 from jaxspec.loss_scale import find_loss_scale
 from jaxspec.metrics import mean
 from jaxspec.metrics.adapters import as_metric_state
@@ -69,6 +70,9 @@ class TrainLoopOut(NamedTuple):
       hook_values: one entry per spec hook: ``{name: array [N, R, ...]}``.
       loss_scales: ``[N, R]``, the loss scale the state holds after each step (a
         ``jaxspec.LossScaleOptimizer``'s), or None when the state holds none.
+      learning_rates: ``[N, R]`` float32, the ``optax.inject_hyperparams``
+        ``learning_rate`` the state holds after each step (the one that step's update
+        used), or None when the state holds none.
     """
 
     state: State
@@ -77,6 +81,7 @@ class TrainLoopOut(NamedTuple):
     host: list[Any]
     hook_values: list[Any]
     loss_scales: Any = None
+    learning_rates: Any = None
 
 
 class EvalLoopOut(NamedTuple):
@@ -259,13 +264,15 @@ class StepEngine:
                 host = [hc.tensors for hc in parts.host_calls]
                 scale = find_loss_scale(new_state)  # for the loss_scale summary
                 scale = None if scale is None else jnp.asarray(scale, jnp.float32)[None]
-                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors(), scale)
+                rate = find_learning_rate(new_state)  # for the learning_rate summary
+                rate = None if rate is None else jnp.asarray(rate, jnp.float32).reshape(())[None]
+                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors(), scale, rate)
 
             (state, step), outs = jax.lax.scan(body, (state, step), (features, labels))
             return (state, step, *outs)
 
         b, s = self._batch, self._stacked
-        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), s, b, s, s))
+        sharded = self._shard(loop, (P(), P(), P(), b, b), (P(), P(), s, b, s, s, s))
 
         def train_loop(*args: Any) -> TrainLoopOut:  # jit's name for the executable: jit_train_loop
             return TrainLoopOut(*sharded(*args))

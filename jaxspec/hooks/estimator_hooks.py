@@ -3,35 +3,61 @@ training output (``ProgressHook``) and, when the call has none, a CheckpointSave
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener, estimator_saver
+from jaxspec.hooks.timer import SecondOrStepTimer
+from jaxspec.loop_cost import LoopCost, table_peak_flops
 from jaxspec.spec.hooks import NEVER, SessionRunHook
 from jaxspec.store.checkpoints import CheckpointStore
 from jaxspec.store.summaries import write_scalars
 
+_NO_ANALYSIS_SAID: set[str] = set()  # platforms whose missing analysis was logged (once per process)
+
 
 class ProgressHook(SessionRunHook):
-    """tf.estimator's default training output: ``loss = ..., step = ...`` and
-    ``global_step/sec`` log lines every ``log_step_count_steps``, and the loss of every
-    step that is a multiple of ``save_summary_steps`` (plus ``global_step/sec`` and, for
-    TPUEstimator, ``examples/sec``) in model_dir's event file. ``log_step_count_steps``
-    None or 0 turns the log lines off.
+    """tf.estimator's default training output, at TF 2.15's steps (its SummarySaverHook,
+    StepCounterHook and LoggingTensorHook timers, which first fire at the call's first
+    step):
+
+    - ``loss`` (and ``loss_scale``, ``learning_rate`` when the state holds them) in
+      model_dir's event file at the call's first step and every ``save_summary_steps``
+      after it (steps 1, 11, 21, ... from step 0 with 10);
+    - ``global_step/sec`` and ``examples/sec`` (the global batch times the former; a
+      plain Estimator's too, where TF wrote it for TPUEstimator only), and ``perf/mfu``
+      when a step's FLOPs and the devices' peak are known, at the steps where
+      ``log_step_count_steps`` steps have passed since the previous measurement (steps
+      11, 21, ... with 10: the first step only starts the clock, so the first loop's
+      compile is not timed);
+    - the ``global_step/sec: ...`` and ``loss = ..., step = ...`` lines at those steps
+      and at the first one, ``step`` being the global step the last run started from,
+      as TF's line shows it (0, 10, 20, ...);
+    - at each compile of the loop, XLA's analysis (``jaxspec.loop_cost``): one INFO line
+      and ``perf/flops_per_step`` and ``memory/*`` at the compiled loop's first step.
+
+    Summaries are written from the per-step values the loop hands over, so they need no
+    dispatch of their own; only the measured steps are loop boundaries.
+    ``log_step_count_steps`` None or 0 turns the rate and the lines off.
 
     Args:
       model_dir: where the event file goes.
       summary_every: RunConfig's ``save_summary_steps`` (steps; None or 0: none).
       log_every: RunConfig's ``log_step_count_steps`` (steps; None or 0: no lines).
-      examples_per_step: the global batch size for ``examples/sec``, or None.
-      line: ``line(msg, *args, cadence=True)``, how a periodic log line is printed (the
+      examples_per_step: the global batch size (examples) for ``examples/sec``, or None.
+      line: ``line(msg, *args, cadence=True)``, how a log line is printed (the
         loop's console).
+      peak_flops: RunConfig's ``peak_flops_per_device`` (FLOP/s), or None for
+        ``jaxspec.loop_cost.table_peak_flops``.
+      one_step_runs: each run is one step (a plain Estimator, grouped or not); else a
+        run is a whole loop (TPUEstimator's ``iterations_per_loop``).
+      cost: the LoopCost of an earlier call's compile (for ``perf/mfu`` when this call
+        compiles nothing), or None.
 
-    The loop hands it each loop's per-step losses (``after_loop``); it reads neither the
-    state nor stops training.
+    The loop hands it each loop's per-step values (``after_loop``) and each compile's
+    analysis (``after_compile``); it reads neither the state nor stops training.
     """
 
     def __init__(
@@ -41,55 +67,152 @@ class ProgressHook(SessionRunHook):
         log_every: int | None,
         examples_per_step: int | None,
         line: Callable[..., None],
+        peak_flops: float | None = None,
+        one_step_runs: bool = True,
+        cost: LoopCost | None = None,
     ) -> None:
         self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
-        self.examples_per_step = examples_per_step
+        self.examples_per_step, self.peak_flops, self.one_step_runs = (
+            examples_per_step,
+            peak_flops,
+            one_step_runs,
+        )
+        self.cost = cost
         self.losses = np.zeros(0)
         self._line = line
+        self._start = 0
+        self._timer = SecondOrStepTimer(every_steps=self.log_every) if self.log_every else None
+        self._pending: list[tuple[int, dict[str, float]]] = []  # (step, compile summaries)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        """Start timing at the current global step."""
-        self.last_step, self.last_time = int(session.global_step), time.time()
+        """Start counting at the current global step."""
+        self._start = int(session.global_step)
+        if self._timer is not None:
+            self._timer.reset()
 
     def next_required_step(self, global_step: int) -> int:
-        """The next multiple of ``log_step_count_steps`` (NEVER when logging is off):
-        summaries need no step, they are written from every step's loss of a loop."""
-        if not self.log_every:
+        """The next measured step (the call's first, then ``log_step_count_steps`` after
+        the previous one); NEVER when logging is off: summaries need no step, they are
+        written from every step's values of a loop."""
+        if self._timer is None:
             return NEVER
-        return (global_step // self.log_every + 1) * self.log_every
+        last = self._timer.last_triggered_step()
+        # Before the first measurement (a loop ahead may ask before it is made): the call's first step.
+        base = self._start + 1 if last is None else last
+        if global_step < base:
+            return base
+        return base + ((global_step - base) // self.log_every + 1) * self.log_every
 
     def reads_state_after(self, step: int) -> bool:
-        """False: it reads the losses the loop hands it."""
+        """False: it reads the values the loop hands it."""
         return False
 
     def may_stop_after(self, step: int) -> bool:
         """False: it never requests a stop."""
         return False
 
-    def after_loop(self, first_step: int, losses: np.ndarray, loss_scales: np.ndarray | None = None) -> None:
-        """Record a loop's per-step losses (``[steps]``, all of them, not only the last)
-        for the loop that started after global step ``first_step``, and the state's loss
-        scale after each step (``[steps]``) when it holds one (``loss_scale``)."""
+    def after_compile(self, cost: LoopCost, first_step: int | None) -> None:
+        """One compiled loop's analysis, for the loop whose first dispatch starts after
+        global step ``first_step``: logged now, written at ``first_step + 1``."""
+        self.cost = cost
+        if not cost.analysed:
+            if cost.platform not in _NO_ANALYSIS_SAID:
+                _NO_ANALYSIS_SAID.add(cost.platform)
+                self._line(
+                    "XLA gives no cost or memory analysis on %s: no perf/ or memory/ summaries.",
+                    cost.platform,
+                    cadence=False,
+                )
+            return
+        flops = "unknown" if cost.flops_per_step is None else f"{cost.flops_per_step:.4g}"
+        self._line(
+            "Compiled a training loop of %d steps: %s FLOPs per step on %d devices; per device "
+            "%s argument, %s output, %s temporary, %s aliased bytes.",
+            cost.steps,
+            flops,
+            cost.devices,
+            cost.argument_bytes,
+            cost.output_bytes,
+            cost.temp_bytes,
+            cost.alias_bytes,
+            cadence=False,
+        )
+        if first_step is not None:
+            self._pending.append((first_step + 1, cost.scalars()))
+
+    def after_loop(
+        self,
+        first_step: int,
+        losses: np.ndarray,
+        loss_scales: np.ndarray | None = None,
+        learning_rates: np.ndarray | None = None,
+    ) -> None:
+        """Record a loop's per-step values for the loop that started after global step
+        ``first_step``: ``losses`` (``[steps]``), and the state's loss scale and
+        learning rate after each step (``[steps]`` each) when it holds them."""
         self.losses = losses
         step = first_step + len(losses)
+        by_step = self._summaries(first_step, losses, loss_scales, learning_rates)
+        if self._timer is not None and self._timer.should_trigger_for_step(step):
+            elapsed, steps = self._timer.update_last_triggered_step(step)
+            rate = None if elapsed is None or steps is None else steps / max(elapsed, 1e-9)
+            if rate is not None:
+                by_step.setdefault(step, {}).update(self._rates(rate))
+            self._lines(step, len(losses), losses[-1], rate, elapsed)
+        for at in sorted(by_step):  # steps ascending: TensorBoard's reader drops older ones after newer
+            write_scalars(self.model_dir, at, by_step[at])
+
+    def _summaries(
+        self,
+        first_step: int,
+        losses: np.ndarray,
+        loss_scales: np.ndarray | None,
+        learning_rates: np.ndarray | None,
+    ) -> dict[int, dict[str, Any]]:
+        """``{step: scalars}`` of this loop's summary steps and compile analyses."""
+        by_step: dict[int, dict[str, Any]] = {}
+        end = first_step + len(losses)
         if self.summary_every:
-            for i, loss in enumerate(losses):
-                if (first_step + i + 1) % self.summary_every == 0:
-                    scalars = {"loss": loss}
-                    if loss_scales is not None:
-                        scalars["loss_scale"] = loss_scales[i]
-                    write_scalars(self.model_dir, first_step + i + 1, scalars)
-        if not self.log_every or step // self.log_every == self.last_step // self.log_every:
-            return
-        elapsed = max(time.time() - self.last_time, 1e-9)
-        rate = (step - self.last_step) / elapsed
-        self._line("loss = %.6g, step = %d (%.3f sec)", losses[-1], step, elapsed, cadence=True)
-        self._line("global_step/sec: %.4g", rate, cadence=True)
+            offset = (first_step - self._start) % self.summary_every  # step _start + 1 is due
+            for i in range(
+                (self.summary_every - offset) % self.summary_every, len(losses), self.summary_every
+            ):
+                scalars = by_step.setdefault(first_step + i + 1, {})
+                scalars["loss"] = losses[i]
+                if loss_scales is not None:
+                    scalars["loss_scale"] = loss_scales[i]
+                if learning_rates is not None:
+                    scalars["learning_rate"] = learning_rates[i]
+        due = [p for p in self._pending if p[0] <= end]
+        self._pending = [p for p in self._pending if p[0] > end]
+        for at, scalars in due:
+            by_step.setdefault(at, {}).update(scalars)
+        return by_step
+
+    def _rates(self, rate: float) -> dict[str, float]:
+        """``global_step/sec`` (steps per second), ``examples/sec`` and ``perf/mfu``."""
         scalars = {"global_step/sec": rate}
         if self.examples_per_step:
             scalars["examples/sec"] = rate * self.examples_per_step
-        write_scalars(self.model_dir, step, scalars)
-        self.last_step, self.last_time = step, time.time()
+        cost = self.cost
+        if cost is not None and cost.flops_per_step is not None:
+            peak = self.peak_flops or table_peak_flops(cost.device_kind, cost.platform)
+            if peak:
+                scalars["perf/mfu"] = cost.flops_per_step * rate / (cost.devices * peak)
+        return scalars
+
+    def _lines(self, step: int, n: int, loss: float, rate: float | None, elapsed: float | None) -> None:
+        """TF's lines at a measured step: the rates (from the second on), then the loss
+        with the global step its run started from."""
+        if rate is not None:
+            self._line("global_step/sec: %.4g", rate, cadence=True)
+            if self.examples_per_step:
+                self._line("examples/sec: %.4g", rate * self.examples_per_step, cadence=True)
+        run_start = step - (1 if self.one_step_runs else n)
+        if elapsed is None:
+            self._line("loss = %.6g, step = %d", loss, run_start, cadence=True)
+        else:
+            self._line("loss = %.6g, step = %d (%.3f sec)", loss, run_start, elapsed, cadence=True)
 
 
 class EstimatorHooks(NamedTuple):
@@ -110,13 +233,15 @@ def estimator_hooks(
     extras: Callable[[int], Mapping[str, bytes]] | None,
     examples_per_step: int | None,
     line: Callable[..., None],
+    one_step_runs: bool = True,
+    cost: LoopCost | None = None,
 ) -> EstimatorHooks:
     """The hooks ``Estimator.train`` adds, as tf.estimator does.
 
     Args:
       hooks: the call's other hooks (the user's and the spec's).
       config: the RunConfig (``save_summary_steps``, ``log_step_count_steps``,
-        ``save_checkpoints_steps``/``_secs``).
+        ``peak_flops_per_device``, ``save_checkpoints_steps``/``_secs``).
       model_dir: the Estimator's model_dir.
       listeners: ``train(saving_listeners=)``, checked by ``check_saving_listeners``.
       store: the CheckpointStore the saver writes to.
@@ -124,13 +249,21 @@ def estimator_hooks(
         input position), or None.
       examples_per_step: the global batch size (``examples/sec``), or None.
       line: how the progress lines are printed.
+      one_step_runs, cost: as ProgressHook's.
 
     Raises:
       ValueError: as ``estimator_saver`` (listeners next to a CheckpointSaverHook of the
         call's own).
     """
     progress = ProgressHook(
-        model_dir, config.save_summary_steps, config.log_step_count_steps, examples_per_step, line
+        model_dir,
+        config.save_summary_steps,
+        config.log_step_count_steps,
+        examples_per_step,
+        line,
+        peak_flops=getattr(config, "peak_flops_per_device", None),
+        one_step_runs=one_step_runs,
+        cost=cost,
     )
     saver: CheckpointSaverHook | None = estimator_saver(hooks, model_dir, config, listeners, store, extras)
     return EstimatorHooks(progress, [progress] if saver is None else [progress, saver])

@@ -43,6 +43,7 @@ class ModeCache:
     parts: SpecParts | None = None
     jitted_keep: Any = None  # TRAIN: the loop without donation, for loops dispatched ahead
     compiled_keep: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    last_cost: Any = None  # TRAIN: the jaxspec.loop_cost.LoopCost of the latest compile, when read
 
     def record(self, parts: SpecParts) -> None:
         """The engine's ``record``: keep the first trace's SpecParts."""

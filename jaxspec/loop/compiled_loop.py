@@ -4,6 +4,7 @@ input shape and dispatched."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -23,6 +24,7 @@ from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
+from jaxspec.loop_cost import LoopCost, read_cost
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import State
 
@@ -60,6 +62,8 @@ class CompiledLoop:
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         self.last_compile_secs = 0.0  # seconds the latest dispatch spent lowering and compiling (0: none)
         self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
+        # Told of each compile: (XLA's analysis, the global step its first dispatch starts at).
+        self.on_compile: Callable[[LoopCost, int | None], None] | None = None
         # Built once per Estimator and mode, for the state's shardings (the loop keeps
         # the state's layout; they are the same on every call of one Estimator).
         shardings = jax.tree.map(lambda s: s.sharding, abstract_state)
@@ -145,7 +149,19 @@ class CompiledLoop:
                     lowered = jitted.lower(*self._specs(None, batch_args))
                 compiled = done[sig] = lowered.compile()
             self.last_compile_secs = time.perf_counter() - began
+            if self.on_compile is not None:
+                self._tell_cost(compiled, batch_args, global_step)
         return compiled
+
+    def _tell_cost(self, compiled: Any, batch_args: tuple[Any, ...], global_step: int | None) -> None:
+        """Read XLA's analysis of a just-compiled loop, keep it in the ModeCache (a later
+        call that compiles nothing still knows a step's FLOPs) and hand it to
+        ``on_compile``."""
+        devices = list(self.mesh.devices.flat) if self.mesh is not None else [jax.devices()[0]]
+        steps = int(np.shape(jax.tree.leaves(batch_args)[0])[0])
+        cost = self._cache.last_cost = read_cost(compiled, steps, devices)
+        if self.on_compile is not None:
+            self.on_compile(cost, global_step)
 
     def dispatch(
         self, state: State, global_step: int, *host_args: Any, keep_state: bool = False

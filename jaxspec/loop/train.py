@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxspec.engine.multihost import to_host
@@ -61,6 +62,17 @@ def _last_step(hooks: list[Any], start: int, steps: int | None, max_steps: int |
     return last
 
 
+def _examples_per_step(phase: Phase) -> int | None:
+    """The global batch of one step (``examples/sec``): TPUEstimator's
+    ``train_batch_size``, else the rows of the first batch's features (a plain
+    Estimator's; the first batch stands for every step, as a fixed batch size)."""
+    if phase.global_batch_size:
+        return int(phase.global_batch_size)
+    first = phase.feeder.peek_step()
+    leaves = [] if first is None else jax.tree.leaves(first[0][0])
+    return int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else None
+
+
 def run_train(
     plan: RunPlan,
     input_fn: InputFn,
@@ -103,9 +115,12 @@ def _run_train(
         phase.store,
         # each checkpoint keeps the input's position
         data_position.checkpoint_extras(position, phase.feeder, lifecycle.global_step),
-        phase.global_batch_size,
+        _examples_per_step(phase),
         console.line,
+        one_step_runs=phase.iterations_per_loop == 1 and plan.loop_duration_secs is None,
+        cost=plan.compile_cache.modes[phase.mode].last_cost,  # an earlier call's compile
     )
+    phase.loop.on_compile = own.progress.after_compile
     runner = phase.begin(hooks, after=own.all)
     last_step = _last_step(runner.hooks, lifecycle.global_step, steps, max_steps)
     console.set_total(None if last_step is None else last_step - lifecycle.global_step)
@@ -227,9 +242,8 @@ def _account(
     lifecycle.advance(chunks[-1].out, n, donated=state_taken)
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
-    scales = None if chunks[0].out.loss_scales is None else [to_host(c.out.loss_scales) for c in chunks]
     own.progress.after_loop(
-        first, losses, None if scales is None else np.concatenate([x[:, 0] for x in scales])
+        first, losses, _per_step(chunks, "loss_scales"), _per_step(chunks, "learning_rates")
     )
     if console.has_bar():
         rate = (lifecycle.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
@@ -237,6 +251,14 @@ def _account(
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
     return bool(runner.after_run(values, spec_values, iterations=iterations))
+
+
+def _per_step(chunks: list[Chunk], field: str) -> np.ndarray | None:
+    """A TrainLoopOut field ``[steps, replicas]`` of every chunk, replica 0's, as one
+    ``[steps]`` array; None when the loop has none."""
+    if getattr(chunks[0].out, field) is None:
+        return None
+    return np.concatenate([to_host(getattr(c.out, field))[:, 0] for c in chunks])
 
 
 def _grouped_loops(

@@ -1,0 +1,130 @@
+"""What one compiled training loop costs: XLA's FLOP count and memory figures, read once
+per compile, and the devices' peak FLOP rates for the ``perf/mfu`` summary.
+
+A JAX addition (tf.estimator wrote no such summaries). XLA's ``cost_analysis()`` counts
+the body of a ``lax.scan`` (a ``while`` loop) once, whatever its trip count, so the
+FLOPs of a compiled loop of N steps are those of one step (checked against a compiled
+single step in ``tests/test_loop_cost.py``). Both analyses describe one device's part of
+the program (XLA partitions it first): ``flops_per_step`` is that figure times the
+devices the loop runs on, the memory figures stay per device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+#: bf16 dense peak FLOP/s of one JAX device, by a substring of its ``device_kind``
+#: (checked in this order): the vendors' published figures. A TPU device is one chip
+#: (v4 and v5p chips: both TensorCores, as JAX shows them).
+PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (
+    ("TPU v4", 275e12),
+    ("TPU v5 lite", 197e12),  # v5e
+    ("TPU v5e", 197e12),
+    ("TPU v5p", 459e12),
+    ("TPU v5", 459e12),  # v5p shows as "TPU v5"
+    ("TPU v6 lite", 918e12),  # v6e (Trillium)
+    ("TPU v6e", 918e12),
+    ("A100", 312e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),  # SXM
+    ("H200", 989e12),
+)
+
+
+def table_peak_flops(device_kind: str, platform: str) -> float | None:
+    """The bf16 dense peak FLOP/s of a device of ``device_kind`` from ``PEAK_BF16_FLOPS``
+    (``device_kind`` as ``jax.Device.device_kind``); None on CPU and for kinds not listed."""
+    if platform == "cpu":
+        return None
+    for key, peak in PEAK_BF16_FLOPS:
+        if key.lower() in device_kind.lower():
+            return peak
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopCost:
+    """XLA's analysis of one compiled training loop.
+
+    Attributes:
+      steps: steps the loop runs per call (its scan's length).
+      flops_per_step: FLOPs of one step over all ``devices``, or None when the backend
+        gives no cost analysis.
+      argument_bytes, output_bytes, temp_bytes, alias_bytes: ``memory_analysis()``'s
+        sizes on one device (bytes), or None when the backend gives none.
+      devices: devices the loop runs on.
+      device_kind, platform: of its first device (``jax.Device``'s).
+    """
+
+    steps: int
+    flops_per_step: float | None
+    argument_bytes: int | None
+    output_bytes: int | None
+    temp_bytes: int | None
+    alias_bytes: int | None
+    devices: int
+    device_kind: str
+    platform: str
+
+    def scalars(self) -> dict[str, float]:
+        """The summaries of this analysis: ``perf/flops_per_step`` and ``memory/*``
+        (those the backend gave)."""
+        named = {
+            "perf/flops_per_step": self.flops_per_step,
+            "memory/argument_bytes": self.argument_bytes,
+            "memory/output_bytes": self.output_bytes,
+            "memory/temp_bytes": self.temp_bytes,
+            "memory/alias_bytes": self.alias_bytes,
+        }
+        return {k: float(v) for k, v in named.items() if v is not None}
+
+    @property
+    def analysed(self) -> bool:
+        """Whether the backend gave either analysis."""
+        return bool(self.scalars())
+
+
+def _flops(compiled: Any) -> float | None:
+    try:
+        analysis = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - a backend without cost analysis raises (various types)
+        return None
+    if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
+        analysis = analysis[0] if analysis else None
+    if not analysis or "flops" not in analysis:
+        return None
+    return float(analysis["flops"])
+
+
+def _memory(compiled: Any) -> tuple[int | None, int | None, int | None, int | None]:
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - a backend without memory analysis raises (various types)
+        stats = None
+    if stats is None:
+        return None, None, None, None
+    a, o, t, al = (
+        getattr(stats, f"{name}_size_in_bytes", None) for name in ("argument", "output", "temp", "alias")
+    )
+    return a, o, t, al
+
+
+def read_cost(compiled: Any, steps: int, devices: list[Any]) -> LoopCost:
+    """The LoopCost of ``compiled`` (a ``jax.stages.Compiled`` of a loop of ``steps``
+    steps) running on ``devices`` (``jax.Device``s, at least one). A backend that has no
+    analysis gives None figures; this never raises for it."""
+    flops = _flops(compiled)
+    arguments, outputs, temps, aliases = _memory(compiled)
+    first = devices[0]
+    return LoopCost(
+        steps=steps,
+        flops_per_step=None if flops is None else flops * len(devices),
+        argument_bytes=arguments,
+        output_bytes=outputs,
+        temp_bytes=temps,
+        alias_bytes=aliases,
+        devices=len(devices),
+        device_kind=str(getattr(first, "device_kind", "")),
+        platform=str(getattr(first, "platform", "")),
+    )
