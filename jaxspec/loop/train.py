@@ -231,9 +231,15 @@ def _account(
     own.progress.after_loop(
         first, losses, None if scales is None else np.concatenate([x[:, 0] for x in scales])
     )
+    done = lifecycle.global_step - start
     if console.has_bar():
-        rate = (lifecycle.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
-        console.update(lifecycle.global_step - start, loss=losses[-1], global_step_per_sec=rate)
+        rate = done / max(time.perf_counter() - started_at, 1e-9)
+        console.update(done, loss=losses[-1], global_step_per_sec=rate)
+    else:
+        console.update(done)  # for the remaining time
+    every = phase.plan.config.log_step_count_steps
+    if every and first // every != lifecycle.global_step // every:  # after ProgressHook's lines
+        console.remaining_line()
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
     return bool(runner.after_run(values, spec_values, iterations=iterations))
