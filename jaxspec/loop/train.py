@@ -280,11 +280,14 @@ def _grouped_loops(
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
     tracked = phase.position is not None and phase.position.tracking  # the input's position is saved
+    every = phase.plan.config.log_step_count_steps or 0
 
     def read(first: int) -> Any:
         if read_ahead and read_ahead[0][0] == first:
             return read_ahead.pop()[1]
         n = min(limit, runner.next_needed_step(first) - first)
+        if every:  # the bar and the remaining time move at least every log_step_count_steps
+            n = min(n, (first // every + 1) * every - first)
         if last_step is not None:
             n = min(n, last_step - first)
         if tracked:  # every step read is trained: a group is one bounded dispatch
