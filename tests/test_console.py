@@ -86,6 +86,15 @@ def test_pipe_prints_tf_estimator_lines_at_its_cadence(outputs: dict[str, str]) 
     assert evals == [(str(k), "25") for k in [*range(2, 25, 2), 25]] + [("1", "3"), ("2", "3"), ("3", "3")]
     saved = re.findall(r"^INFO:jaxspec:Saving dict for global step (\d+): ", text, re.M)
     assert saved == ["40", "40", "20"]
+    # Issue 36, item 4: the remaining time, once a loop after the compiling one gave a rate.
+    left = re.findall(
+        r"^INFO:jaxspec:About \d+:\d\d:\d\d remaining: (\d+) of (\d+) (\w+) done\.$", text, re.M
+    )
+    train = [(int(d), int(t)) for d, t, unit in left if unit == "steps"]
+    assert train[-2:] == [(20, 40), (30, 40)] and set(train) <= {(10, 40), (20, 40), (30, 40)}, left
+    evals = [(int(d), int(t)) for d, t, unit in left if unit == "batches"]  # one loop of 3: no rate
+    assert evals and all(t == 25 and 1 < d < t for d, t in evals), left
+    assert all(t == 25 and d % 2 == 0 for d, t in evals if t == 25), left
     assert "ROOT_HANDLERS_AFTER_IMPORT 0" in text and "ROOT_HANDLERS_AT_END 0" in text
     assert "PREDICTED 512" in text
     _hook_and_checkpoint_lines(text, "INFO:jaxspec:")
@@ -115,6 +124,8 @@ def test_terminal_shows_progress_bars(outputs: dict[str, str]) -> None:
     text = outputs["pty"]
     _no_library_chatter(text)
     assert re.search(r"train .*40/40 steps.*loss = [0-9.]+, global_step/sec = [0-9.e+]+", text)
+    assert re.search(r"train .*/40 steps.*eta \d+:\d\d:\d\d", text)  # issue 36, item 4
+    assert re.search(r"evaluate .*/25 batches.*eta \d+:\d\d:\d\d", text)
     assert re.search(r"evaluate .*25/25 batches", text)
     assert re.search(r"evaluate .*8/\? batches", text)  # steps=None: total unknown
     assert re.search(r"predict .*512/\? examples", text)

@@ -228,9 +228,8 @@ def test_schedules_of_the_hooks():
     assert required_step(jaxspec.SessionRunHook(), 4) == NEVER  # nothing per step
     assert required_step(_SubclassedLogger(["loss"], every_n_iter=50), 4) == 5  # changed per step
     profiler = jaxspec.ProfilerHook(save_steps=10, output_dir="/nonexistent")
-    assert required_step(profiler, 0) == 1
-    profiler._timer.update_last_triggered_step(1)
-    assert [required_step(profiler, g) for g in (1, 10, 11, 12)] == [10, 11, 20, 20]
+    profiler.after_create_session(type("S", (), {"global_step": 1})(), None)
+    assert [required_step(profiler, g) for g in (1, 10, 11, 12)] == [10, 11, NEVER, NEVER]
 
 
 def test_nan_tensor_hook_reads_every_step_of_a_loop():

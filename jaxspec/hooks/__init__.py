@@ -5,7 +5,6 @@ from jaxspec.hooks.basic import (
     FinalOpsHook,
     LoggingTensorHook,
     NanTensorHook,
-    ProfilerHook,
     StepCounterHook,
     StopAtStepHook,
     SummarySaverHook,
@@ -19,6 +18,7 @@ from jaxspec.hooks.early_stopping import (
     stop_if_no_decrease_hook,
     stop_if_no_increase_hook,
 )
+from jaxspec.hooks.profiler import ProfilerHook
 from jaxspec.hooks.timer import SecondOrStepTimer
 
 __all__ = [

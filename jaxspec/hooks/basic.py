@@ -15,7 +15,6 @@ or saves, and at which step, is the same as with one step per run.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -415,82 +414,6 @@ class FinalOpsHook(SessionRunHook):
         """Read the final values."""
         values = session.run(self._names)
         self._values = next(iter(values.values())) if self._single else values
-
-
-class ProfilerHook(SessionRunHook):
-    """Captures a JAX profiler trace of one run every N steps or seconds
-    (``tf.estimator.ProfilerHook``), into ``output_dir`` for TensorBoard's profile plugin.
-
-    Args:
-      save_steps / save_secs: exactly one.
-      output_dir: trace directory.
-      show_dataflow, show_memory: accepted for compatibility.
-
-    Raises:
-      ValueError: both or neither of save_steps/save_secs.
-    """
-
-    def __init__(
-        self,
-        save_steps: int | None = None,
-        save_secs: float | None = None,
-        output_dir: str = "",
-        show_dataflow: bool = True,
-        show_memory: bool = False,
-    ) -> None:
-        self._timer = SecondOrStepTimer(save_secs, save_steps)
-        self._output_dir = output_dir or os.getcwd()
-        self._tracing = False
-        self._step = 0
-
-    def next_required_step(self, global_step: int) -> int:
-        """The steps around the next traced step ``t`` (``t - 1`` to start the trace,
-        ``t`` to stop it, so the trace holds one step); NEVER with save_secs (a trace
-        then holds the loop that follows its time)."""
-        if self._timer.next_trigger_step(0) is None:
-            return NEVER
-        last = self._timer.last_triggered_step()
-        if last is None:  # the first run is traced
-            return global_step + 1
-        due = self._timer.next_trigger_step(last)
-        while due <= global_step:
-            due = self._timer.next_trigger_step(due)
-        return due - 1 if due - 1 > global_step else due
-
-    def reads_state_after(self, step: int) -> bool:
-        """False: it reads the global step only."""
-        return False
-
-    def may_stop_after(self, step: int) -> bool:
-        """False: it never requests a stop."""
-        return False
-
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        """Start a trace when the next run is due."""
-        import jax
-
-        if self._timer.should_trigger_for_step(self._step + 1) and not self._tracing:
-            jax.profiler.start_trace(self._output_dir)
-            self._tracing = True
-        return SessionRunArgs("global_step")
-
-    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        """Stop the trace after the traced run."""
-        import jax
-
-        self._step = int(run_values.results)
-        if self._tracing:
-            jax.profiler.stop_trace()
-            self._tracing = False
-            self._timer.update_last_triggered_step(self._step)
-
-    def end(self, session: HostSession) -> None:
-        """Close an open trace."""
-        import jax
-
-        if self._tracing:
-            jax.profiler.stop_trace()
-            self._tracing = False
 
 
 class FeedFnHook(SessionRunHook):

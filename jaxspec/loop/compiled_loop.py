@@ -171,6 +171,8 @@ class CompiledLoop:
         asynchronously: JAX returns before the devices finish. In TRAIN ``state`` is
         donated: read nothing from it afterwards (the output's state replaces it), unless
         ``keep_state`` (then the loop writes its state to new buffers).
+        The call is wrapped in ``jax.profiler.StepTraceAnnotation(mode, step_num=
+        global_step, steps=N)`` (after compiling, so the annotation times the call only).
         Returns the engine's TrainLoopOut, EvalLoopOut or PredictLoopOut."""
         specs = self._input_specs(host_args)
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
@@ -179,8 +181,11 @@ class CompiledLoop:
         keep = keep_state and self.mode == ModeKeys.TRAIN
         self.last_compile_secs = 0.0
         executable = self._compile(device_args, global_step, keep_state=keep)
-        out = executable(state, self._device_step[1], self.step_key, *device_args)
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
+        # One annotation per compiled call (under a microsecond when no trace runs): its
+        # first global step and its step count, for TensorBoard's profile plugin.
+        with jax.profiler.StepTraceAnnotation(self.mode, step_num=global_step, steps=steps):
+            out = executable(state, self._device_step[1], self.step_key, *device_args)
         self.notes.steps_dispatched += steps
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
             self._device_step = (global_step + steps, out.step)

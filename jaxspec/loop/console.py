@@ -30,6 +30,7 @@ logger. Both are undone when the call ends.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import sys
 import time
@@ -255,6 +256,8 @@ class Progress:
         self._bar: Any = None
         self._task: Any = None
         self._started = time.perf_counter()
+        self._first: tuple[float, int] | None = None  # (time, done) at the first update
+        self.done, self._rate = 0, 0.0
         if self.mode == BAR:
             self._start_bar()
 
@@ -269,21 +272,44 @@ class Progress:
             MofNCompleteColumn(),
             TextColumn(self.unit),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
             TextColumn("{task.fields[info]}"),
             console=Console(file=sys.stderr),
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self._task = self._bar.add_task(self.what, total=self.total, info="")
+        self._task = self._bar.add_task(self.what, total=self.total, info="", eta="")
         self._bar.start()
 
     def update(self, completed: int, **info: float) -> None:
-        """Set the bar to ``completed`` (of ``total``) with ``info`` shown beside it
-        (e.g. ``loss=0.3``); a no-op off the bar."""
+        """Record ``completed`` (of ``total``; in every mode, for ``remaining``) and set
+        the bar to it, with the remaining time and ``info`` beside it (e.g.
+        ``loss=0.3``)."""
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (now, completed)
+        elif completed > self._first[1]:
+            self._rate = (completed - self._first[1]) / max(now - self._first[0], 1e-9)
+        self.done = completed
         if self._bar is None:
             return
         text = ", ".join(f"{k.replace('_per_', '/')} = {v:.4g}" for k, v in info.items())
-        self._bar.update(self._task, completed=completed, info=text)
+        left = self.remaining()
+        eta = "" if left is None else f"eta {_clock(left)}"
+        self._bar.update(self._task, completed=completed, info=text, eta=eta)
+
+    def remaining(self) -> float | None:
+        """Seconds left to ``total``, at the rate since the first update (so a first
+        loop's compilation does not count); None while the total or a rate is unknown."""
+        if self.total is None or not self._rate:
+            return None
+        return max(self.total - self.done, 0) / self._rate
+
+    def remaining_line(self) -> None:
+        """A cadence line with the remaining time (none while it is unknown or 0)."""
+        left = self.remaining()
+        if left is not None and self.done < (self.total or 0):
+            self.line("About %s remaining: %d of %d %s done.", _clock(left), self.done, self.total, self.unit)
 
     def set_total(self, total: int | None) -> None:
         """The bar's total, once known (None: unknown)."""
@@ -335,6 +361,18 @@ def line(msg: str, *args: Any, cadence: bool = False) -> None:
     _emit(LINES if where == BAR else where, msg, args)
 
 
+def _clock(secs: float) -> str:
+    """``H:MM:SS``, as the bar's elapsed time."""
+    return str(datetime.timedelta(seconds=round(secs)))
+
+
+def remaining_line() -> None:
+    """The running call's remaining-time line (``About 0:01:05 remaining: 200 of 1000
+    steps done.``), at a cadence point, when the total and a rate are known."""
+    if _current:
+        _current[-1].remaining_line()
+
+
 def has_bar() -> bool:
     """Whether the running call shows a progress bar (so that callers skip work for it)."""
     return bool(_current) and _current[-1]._bar is not None
@@ -356,16 +394,18 @@ def eval_progress(before: int, done: int, steps: int | None) -> None:
     """After evaluation batches ``before+1 .. done``: the bar, and tf.estimator's
     ``Evaluation [k/steps]`` line for each k in that range at its cadence: every batch
     below 20 steps, every ``steps // 10`` from 20 on, and the last; none when ``steps``
-    is None."""
+    is None. After them, the remaining time (``remaining_line``) once it is known."""
     if steps is not None:  # a short batch's extra steps (jaxspec.loop.short_batch) count once
         before, done = min(before, steps), min(done, steps)
     update(done)
     if steps is None:
         return
     every = 1 if steps < 20 else steps // 10
-    for k in range(before + 1, done + 1):
-        if k % every == 0 or k == steps:
-            line("Evaluation [%d/%d]", k, steps, cadence=True)
+    shown = [k for k in range(before + 1, done + 1) if k % every == 0 or k == steps]
+    for k in shown:
+        line("Evaluation [%d/%d]", k, steps, cadence=True)
+    if shown:
+        remaining_line()
 
 
 def _emit(where: str, msg: str, args: tuple[Any, ...]) -> None:

@@ -245,9 +245,15 @@ def _account(
     own.progress.after_loop(
         first, losses, _per_step(chunks, "loss_scales"), _per_step(chunks, "learning_rates")
     )
+    done = lifecycle.global_step - start
     if console.has_bar():
-        rate = (lifecycle.global_step - start) / max(time.perf_counter() - started_at, 1e-9)
-        console.update(lifecycle.global_step - start, loss=losses[-1], global_step_per_sec=rate)
+        rate = done / max(time.perf_counter() - started_at, 1e-9)
+        console.update(done, loss=losses[-1], global_step_per_sec=rate)
+    else:
+        console.update(done)  # for the remaining time
+    every = phase.plan.config.log_step_count_steps
+    if every and first // every != lifecycle.global_step // every:  # after ProgressHook's lines
+        console.remaining_line()
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
     return bool(runner.after_run(values, spec_values, iterations=iterations))
@@ -296,11 +302,14 @@ def _grouped_loops(
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
     tracked = phase.position is not None and phase.position.tracking  # the input's position is saved
+    every = phase.plan.config.log_step_count_steps or 0
 
     def read(first: int) -> Any:
         if read_ahead and read_ahead[0][0] == first:
             return read_ahead.pop()[1]
         n = min(limit, runner.next_needed_step(first) - first)
+        if every:  # the bar and the remaining time move at least every log_step_count_steps
+            n = min(n, (first // every + 1) * every - first)
         if last_step is not None:
             n = min(n, last_step - first)
         if tracked:  # every step read is trained: a group is one bounded dispatch
