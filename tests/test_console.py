@@ -91,7 +91,7 @@ def test_pipe_prints_tf_estimator_lines_at_its_cadence(outputs: dict[str, str]) 
         r"^INFO:jaxspec:About \d+:\d\d:\d\d remaining: (\d+) of (\d+) (\w+) done\.$", text, re.M
     )
     train = [(int(d), int(t)) for d, t, unit in left if unit == "steps"]
-    assert train[-2:] == [(20, 40), (30, 40)] and set(train) <= {(10, 40), (20, 40), (30, 40)}, left
+    assert train[-2:] == [(21, 40), (31, 40)] and set(train) <= {(11, 40), (21, 40), (31, 40)}, left
     evals = [(int(d), int(t)) for d, t, unit in left if unit == "batches"]  # one loop of 3: no rate
     assert evals and all(t == 25 and 1 < d < t for d, t in evals), left
     assert all(t == 25 and d % 2 == 0 for d, t in evals if t == 25), left

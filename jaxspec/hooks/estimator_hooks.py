@@ -36,7 +36,8 @@ class ProgressHook(SessionRunHook):
       and at the first one, ``step`` being the global step the last run started from,
       as TF's line shows it (0, 10, 20, ...);
     - at each compile of the loop, XLA's analysis (``jaxspec.loop_cost``): one INFO line
-      and ``perf/flops_per_step`` and ``memory/*`` at the compiled loop's first step.
+      and, when ``save_summary_steps`` is set, ``perf/flops_per_step`` and ``memory/*``
+      at the compiled loop's first step.
 
     Summaries are written from the per-step values the loop hands over, so they need no
     dispatch of their own; only the measured steps are loop boundaries.
@@ -137,7 +138,7 @@ class ProgressHook(SessionRunHook):
             cost.alias_bytes,
             cadence=False,
         )
-        if first_step is not None:
+        if first_step is not None and self.summary_every:  # summaries off (0/None): the line only
             self._pending.append((first_step + 1, cost.scalars()))
 
     def after_loop(
@@ -146,11 +147,13 @@ class ProgressHook(SessionRunHook):
         losses: np.ndarray,
         loss_scales: np.ndarray | None = None,
         learning_rates: np.ndarray | None = None,
-    ) -> None:
+    ) -> bool:
         """Record a loop's per-step values for the loop that started after global step
         ``first_step``: ``losses`` (``[steps]``), and the state's loss scale and
-        learning rate after each step (``[steps]`` each) when it holds them."""
+        learning rate after each step (``[steps]`` each) when it holds them. True when
+        this loop printed TF's log lines (a measured step)."""
         self.losses = losses
+        logged = False
         step = first_step + len(losses)
         by_step = self._summaries(first_step, losses, loss_scales, learning_rates)
         if self._timer is not None and self._timer.should_trigger_for_step(step):
@@ -159,8 +162,10 @@ class ProgressHook(SessionRunHook):
             if rate is not None:
                 by_step.setdefault(step, {}).update(self._rates(rate))
             self._lines(step, len(losses), losses[-1], rate, elapsed)
+            logged = True
         for at in sorted(by_step):  # steps ascending: TensorBoard's reader drops older ones after newer
             write_scalars(self.model_dir, at, by_step[at])
+        return logged
 
     def _summaries(
         self,

@@ -242,7 +242,7 @@ def _account(
     lifecycle.advance(chunks[-1].out, n, donated=state_taken)
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
-    own.progress.after_loop(
+    logged = own.progress.after_loop(
         first, losses, _per_step(chunks, "loss_scales"), _per_step(chunks, "learning_rates")
     )
     done = lifecycle.global_step - start
@@ -251,8 +251,7 @@ def _account(
         console.update(done, loss=losses[-1], global_step_per_sec=rate)
     else:
         console.update(done)  # for the remaining time
-    every = phase.plan.config.log_step_count_steps
-    if every and first // every != lifecycle.global_step // every:  # after ProgressHook's lines
+    if logged:  # after ProgressHook's lines, at its steps
         console.remaining_line()
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
@@ -302,14 +301,11 @@ def _grouped_loops(
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
     tracked = phase.position is not None and phase.position.tracking  # the input's position is saved
-    every = phase.plan.config.log_step_count_steps or 0
 
     def read(first: int) -> Any:
         if read_ahead and read_ahead[0][0] == first:
             return read_ahead.pop()[1]
         n = min(limit, runner.next_needed_step(first) - first)
-        if every:  # the bar and the remaining time move at least every log_step_count_steps
-            n = min(n, (first // every + 1) * every - first)
         if last_step is not None:
             n = min(n, last_step - first)
         if tracked:  # every step read is trained: a group is one bounded dispatch
