@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -63,6 +64,7 @@ import jaxspec
 from jaxspec import metrics
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # examples/digits.py imports examples._runs
 AXIS = "replica"
 C = 10
 NUM_THRESHOLDS = 200

@@ -87,11 +87,16 @@ class TrainLoopOut(NamedTuple):
 class EvalLoopOut(NamedTuple):
     """What an eval loop of N steps returns: ``metric_states`` (``{name: metric state}``,
     ``'loss'`` included, merged over the N steps), ``host`` and ``hook_values`` as in
-    TrainLoopOut."""
+    TrainLoopOut; ``totals`` and ``values``: None here. A loop that carries metric
+    totals (``jaxspec.loop.eval_totals``) returns there the states merged over every
+    loop so far and their metrics' values, and keeps only ``'loss'`` in
+    ``metric_states``."""
 
     metric_states: dict[str, Any]
     host: list[Any]
     hook_values: list[Any]
+    totals: Any = None
+    values: Any = None
 
 
 class PredictLoopOut(NamedTuple):

@@ -44,6 +44,11 @@ class ModeCache:
     jitted_keep: Any = None  # TRAIN: the loop without donation, for loops dispatched ahead
     compiled_keep: dict[Any, Any] = dataclasses.field(default_factory=dict)
     last_cost: Any = None  # TRAIN: the jaxspec.loop_cost.LoopCost of the latest compile, when read
+    # EVAL: the loop that carries metric totals (jaxspec.loop.eval_totals), and per shape
+    # signature its abstract totals (None: the states cannot be carried) and StartTotals.
+    jitted_totals: Any = None
+    totals_specs: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    start_totals: dict[Any, Any] = dataclasses.field(default_factory=dict)
 
     def record(self, parts: SpecParts) -> None:
         """The engine's ``record``: keep the first trace's SpecParts."""

@@ -22,6 +22,7 @@ from jaxspec.engine.mesh import (
 )
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
+from jaxspec.loop import eval_totals
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
 from jaxspec.loop_cost import LoopCost, read_cost
@@ -74,7 +75,22 @@ class CompiledLoop:
         }[self.mode]
         if cache.jitted is None:
             cache.jitted = _jit(self._build(), donate_state=self.mode == ModeKeys.TRAIN)
+            if self.mode == ModeKeys.EVAL:
+                cache.jitted_totals = eval_totals.carrying_loop(cache.jitted, self.mesh)
         self._jitted = cache.jitted
+
+    def _lower(self, jitted: Any, specs: tuple[Any, ...]) -> Any:
+        """``jitted`` lowered for the abstract arguments ``specs``; in EVAL the loop that
+        carries the metric totals instead, where the states can be carried (see
+        ``jaxspec.loop.eval_totals``; which it is is kept per shape signature)."""
+        if self.mode != ModeKeys.EVAL:
+            return jitted.lower(*specs)
+        carry = eval_totals.totals_spec(jitted, specs, self.mesh)
+        self._cache.totals_specs[shape_signature(specs[3:])] = carry
+        if carry is None:
+            return jitted.lower(*specs)
+        flag = eval_totals.flag_spec(self.mesh)
+        return self._cache.jitted_totals.lower(*specs, carry.totals, flag, carry.computes)
 
     def _input_specs(self, batch_args: tuple[Any, ...]) -> Any:
         """Per-leaf PartitionSpecs of the batch arguments when TPUConfig's
@@ -118,7 +134,7 @@ class CompiledLoop:
         sig = shape_signature(specs[3:])
         if sig not in self._cache.compiled and sig not in self._cache.lowered:
             with self.notes.noting(batch_args, None):
-                self._cache.lowered[sig] = self._jitted.lower(*specs)
+                self._cache.lowered[sig] = self._lower(self._jitted, specs)
         parts = self._cache.parts
         if parts is None:  # the mode's first lowering records them
             raise RuntimeError(f"the {self.mode} loop was lowered without recording its spec parts.")
@@ -146,7 +162,7 @@ class CompiledLoop:
                     elif not keep_state:
                         self.notes.retrace(batch_args, global_step)
                     jitted = self._cache.jitted_keep if keep_state else self._jitted
-                    lowered = jitted.lower(*self._specs(None, batch_args))
+                    lowered = self._lower(jitted, self._specs(None, batch_args))
                 compiled = done[sig] = lowered.compile()
             self.last_compile_secs = time.perf_counter() - began
             if self.on_compile is not None:
@@ -164,13 +180,17 @@ class CompiledLoop:
             self.on_compile(cost, global_step)
 
     def dispatch(
-        self, state: State, global_step: int, *host_args: Any, keep_state: bool = False
+        self, state: State, global_step: int, *host_args: Any, keep_state: bool = False, totals: Any = None
     ) -> TrainLoopOut | EvalLoopOut | PredictLoopOut:
         """Run one compiled loop on host arrays stacked ``[N, B, ...]`` from ``state`` at
         ``global_step`` (which may be the not yet computed outputs of the previous loop),
         asynchronously: JAX returns before the devices finish. In TRAIN ``state`` is
         donated: read nothing from it afterwards (the output's state replaces it), unless
-        ``keep_state`` (then the loop writes its state to new buffers).
+        ``keep_state`` (then the loop writes its state to new buffers). EVAL: ``totals``
+        is the previous loop's ``EvalLoopOut.totals`` (None for the first loop); the
+        returned ``totals`` include this loop's states (None where the states cannot be
+        carried: merge ``metric_states`` then) and ``values`` are their metrics' values
+        (None where ``compute`` cannot be traced).
         The call is wrapped in ``jax.profiler.StepTraceAnnotation(mode, step_num=
         global_step, steps=N)`` (after compiling, so the annotation times the call only).
         Returns the engine's TrainLoopOut, EvalLoopOut or PredictLoopOut."""
@@ -184,9 +204,23 @@ class CompiledLoop:
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
         # One annotation per compiled call (under a microsecond when no trace runs): its
         # first global step and its step count, for TensorBoard's profile plugin.
+        extra: tuple[Any, ...] = ()
+        if self.mode == ModeKeys.EVAL:
+            extra = self._totals_arguments(device_args, totals)
         with jax.profiler.StepTraceAnnotation(self.mode, step_num=global_step, steps=steps):
-            out = executable(state, self._device_step[1], self.step_key, *device_args)
+            out = executable(state, self._device_step[1], self.step_key, *device_args, *extra)
         self.notes.steps_dispatched += steps
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
             self._device_step = (global_step + steps, out.step)
         return out
+
+    def _totals_arguments(self, device_args: tuple[Any, ...], totals: Any) -> tuple[Any, ...]:
+        """A carrying eval loop's ``(totals, has_totals)``; () for a loop that carries none."""
+        sig = shape_signature(device_args)
+        carry = self._cache.totals_specs.get(sig)
+        if carry is None:
+            return ()
+        start = self._cache.start_totals.get(sig)
+        if start is None:
+            start = self._cache.start_totals[sig] = eval_totals.StartTotals(carry.totals, self.mesh)
+        return start.arguments(totals)

@@ -56,11 +56,12 @@ def _summary_scalars(results: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _host_mean(state: Any) -> float:
-    """A Mean state's value computed on the host (``total / count`` in float32, 0 when
-    ``count`` is not positive, as ``Mean.compute``): no device op is queued behind a
-    loop still running, so reading loop k's loss waits for loop k only."""
-    total, count = (np.float32(x) for x in to_host((state.total, state.count)))
+def _host_mean(states: list[Any]) -> float:
+    """The value of Mean states merged, computed on the host (``total / count`` in
+    float32, 0 when ``count`` is not positive, as ``Mean.compute``): no device op is
+    queued behind a loop still running, so reading loop k's loss waits for loop k only."""
+    parts = to_host([(state.total, state.count) for state in states])
+    total, count = (np.float32(sum(np.float32(p[i]) for p in parts)) for i in (0, 1))
     return float(total / count) if count > 0 else 0.0
 
 
@@ -103,10 +104,12 @@ def _run_evaluate(
     runner = phase.begin(hooks)
     try:
         phase.prefetch(steps)
-        totals = _loops(phase, runner, steps)
+        totals, values = _loops(phase, runner, steps)
     finally:
         phase.close()
-    results = {key: _python_value(state.compute()) for key, state in to_host(totals).items()}
+    if values is None:  # computed here: the loops did not (see jaxspec.loop.eval_totals)
+        values = {key: state.compute() for key, state in to_host(totals).items()}
+    results = {key: _python_value(value) for key, value in to_host(values).items()}
     scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
     results["global_step"] = lifecycle.global_step
     runner.end()
@@ -133,8 +136,9 @@ def ramped_size(done: int, limit: int) -> int:
     return min(limit, 1 << (done.bit_length() - 1))
 
 
-def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any] | None:
-    """Run the eval loops; the metric states merged over every batch that counts.
+def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, Any]:
+    """Run the eval loops; the metric states merged over every batch that counts, and
+    their values when the loops computed them (else None).
 
     Loops are dispatched ahead when ``phase.can_work_ahead()`` (see
     ``jaxspec.loop.pipeline``): the devices work while the host merges loop k's states,
@@ -144,6 +148,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
     lifecycle, loop = phase.lifecycle, phase.loop
     asked = 0  # steps asked of the input so far (loops dispatched)
     totals: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
     done = 0
     # One device, one step per run, no hook that needs a step: batches run grouped, in
     # loops growing from _FIRST_GROUP batches.
@@ -171,26 +176,29 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> dict[str, Any
         if before_run is not None:
             before_run()
         sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]
+        before = None if previous is None else previous.out[-1].out.totals
         return InFlight(
             first,
             group.steps,
-            dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes),
+            dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes, before),
         )
 
     def account(current: InFlight) -> bool:
-        nonlocal totals, done
+        nonlocal totals, values, done
         n, chunks = current.steps, current.out
-        states = chunks[0].out.metric_states
-        for c in chunks[1:]:
-            states = _merge(states, c.out.metric_states)
-        totals = states if totals is None else _merge(totals, states)
+        if chunks[-1].out.totals is not None:  # merged in the loops (jaxspec.loop.eval_totals)
+            totals, values = chunks[-1].out.totals, chunks[-1].out.values
+        else:
+            for c in chunks:
+                states = c.out.metric_states
+                totals = states if totals is None else _merge(totals, states)
         for c in chunks:
             phase.host_calls(c.out.host, c.steps)
         done += n
         console.eval_progress(done - n, done, steps)
-        loss = _host_mean(states["loss"])
-        values = last_step_values(chunks[-1].out.hook_values)
-        return bool(runner.after_run({"loss": loss, "losses": np.reshape(loss, (1,))}, values))
+        loss = _host_mean([c.out.metric_states["loss"] for c in chunks])
+        hook_values = last_step_values(chunks[-1].out.hook_values)
+        return bool(runner.after_run({"loss": loss, "losses": np.reshape(loss, (1,))}, hook_values))
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
-    return totals
+    return totals, values

@@ -72,18 +72,20 @@ class Chunk(NamedTuple):
 
 
 def dispatch_chunks(
-    loop: Any, state: Any, first: int, args: tuple[Any, ...], sizes: list[int]
+    loop: Any, state: Any, first: int, args: tuple[Any, ...], sizes: list[int], totals: Any = None
 ) -> list[Chunk]:
     """Dispatch ``args`` (host arrays stacked ``[n, ...]``) as scans of ``sizes`` steps,
     each TRAIN scan starting from the previous one's (not yet computed) state; EVAL
-    scans all read ``state``. No input state is kept: with donation it is gone once
-    its scan is dispatched."""
+    scans all read ``state``, and each takes the metric totals of the one before it
+    (``totals``: those before the first; see ``CompiledLoop.dispatch``). No input state
+    is kept: with donation it is gone once its scan is dispatched."""
     chunks, at, offset = [], first, 0
     for size in sizes:
         part = args if len(sizes) == 1 else jax.tree.map(lambda x, a=offset, b=offset + size: x[a:b], args)
-        out = loop.dispatch(state, at, *part)
+        out = loop.dispatch(state, at, *part, totals=totals)
         chunks.append(Chunk(at, size, out))
         if hasattr(out, "state"):
             state, at = out.state, at + size
+        totals = getattr(out, "totals", None)
         offset += size
     return chunks

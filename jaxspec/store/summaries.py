@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -173,31 +174,37 @@ def flush_all() -> None:
 
 def write_event_file(logdir: str, step: int, scalars: dict[str, Any]) -> None:
     """Write a new event file in ``logdir`` holding each scalar-valued entry of
-    ``scalars`` at ``step``, synchronously: the file is complete, flushed and closed when
-    this returns (what each tf.estimator ``evaluate`` call leaves in ``eval/``), without
-    the background thread and queue of a ``SummaryWriter``. Non-scalar values are
-    skipped; only process 0 writes. A writer ``logdir`` has in this process (host_call
-    summaries) is closed first, so its events come before these.
+    ``scalars`` at ``step``, synchronously: the file is complete and closed when this
+    returns (what each tf.estimator ``evaluate`` call leaves in ``eval/``), without the
+    background thread and queue of a ``SummaryWriter``. As TF's FileWriter, the file is
+    handed to the operating system, not fsynced. Non-scalar values are skipped; only
+    process 0 writes. A writer ``logdir`` has in this process (host_call summaries) is
+    closed first, so its events come before these.
 
     Raises:
       OSError: ``logdir`` cannot be created or written.
     """
     if jax.process_index() != 0:
         return
-    from tensorboardX.event_file_writer import EventsWriter
     from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.record_writer import RecordWriter
     from tensorboardX.summary import scalar
 
     close(logdir)
     _prepare_logdir(logdir)
     with _lock:
         suffix = _suffix()
-    events = EventsWriter(paths.join(logdir, "events"), suffix)  # writes the file_version event
+    now = time.time()
+    # tensorboardX's EventsWriter's name and first event, without its fsync on close.
+    name = f"events.out.tfevents.{str(now)[:10]}.{socket.gethostname()}{suffix}"
+    records = RecordWriter(paths.join(logdir, name))
     try:
-        for name, value in _scalar_items(scalars):
-            events.write_event(Event(summary=scalar(name, value), step=int(step), wall_time=time.time()))
+        records.write(Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+        for tag, value in _scalar_items(scalars):
+            event = Event(summary=scalar(tag, value), step=int(step), wall_time=time.time())
+            records.write(event.SerializeToString())
     finally:
-        events.close()  # flushes, fsyncs and closes the file
+        records.close()  # a local file is closed; an object is uploaded whole
 
 
 def close(logdir: str) -> None:
