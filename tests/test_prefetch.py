@@ -1,6 +1,5 @@
 """Input read ahead in a background thread: exact order, input_fn's exceptions with their
-own type, and no input read in the background after the call however it ends (the
-pooled threads stay, idle, for the next call)."""
+own type, and no thread left running after the call however it ends."""
 
 from __future__ import annotations
 
@@ -13,11 +12,15 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec.loop.prefetch import THREAD_NAME, GroupPrefetcher, active_readers
+from jaxspec.loop.prefetch import THREAD_NAME, GroupPrefetcher
 
 
 class InputBroke(Exception):
     """A user's own exception type."""
+
+
+def prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
 
 
 def make_input_fn(n_batches: int | None, fail_at: int | None = None):
@@ -71,7 +74,7 @@ def test_steps_see_batches_in_input_order(tmp_path):
     assert seen == list(range(8))
     ids = [p["id"] for p in est.predict(make_input_fn(7))]
     assert ids == [i for i in range(7) for _ in range(4)]
-    assert active_readers() == 0
+    assert prefetch_threads() == []
 
 
 @pytest.mark.parametrize("fail_at", [0, 1, 5])
@@ -80,11 +83,11 @@ def test_input_exception_keeps_its_type(tmp_path, fail_at):
     est = make_estimator(tmp_path, seen)
     with pytest.raises(InputBroke, match=f"batch {fail_at}"):
         est.train(make_input_fn(None, fail_at=fail_at), steps=9)
-    assert active_readers() == 0
+    assert prefetch_threads() == []
     assert seen == list(range(3 * (fail_at // 3)))  # the loops before the one that failed ran
     with pytest.raises(InputBroke):
         est.evaluate(make_input_fn(None, fail_at=fail_at + 1))
-    assert active_readers() == 0
+    assert prefetch_threads() == []
 
 
 class StopAt(jaxspec.SessionRunHook):
@@ -103,11 +106,11 @@ def test_early_stop_and_sigterm_leave_no_thread(tmp_path):
     seen: list[int] = []
     est = make_estimator(tmp_path, seen)
     est.train(make_input_fn(None), steps=30, hooks=[StopAt(3)])
-    assert active_readers() == 0 and seen == [0, 1, 2]
+    assert prefetch_threads() == [] and seen == [0, 1, 2]
     with pytest.raises(SystemExit) as exit_info:
         est.train(make_input_fn(None), steps=30, hooks=[StopAt(6, sigterm=True)])
     assert exit_info.value.code == 143  # the status of a process ended by SIGTERM
-    assert active_readers() == 0
+    assert prefetch_threads() == []
     assert est.latest_checkpoint().endswith("/6")
 
 
@@ -117,10 +120,10 @@ def test_predict_generator_closed_early(tmp_path):
     # The first loop's input is read in the caller's thread; the input thread starts when
     # the second loop's is asked for (loops of 3 steps of 4 rows: prediction 13).
     read = [next(predictions)["id"] for _ in range(12)]
-    assert read == [i for i in range(3) for _ in range(4)] and active_readers() == 0
-    assert next(predictions)["id"] == 3 and active_readers() == 1
+    assert read == [i for i in range(3) for _ in range(4)] and prefetch_threads() == []
+    assert next(predictions)["id"] == 3 and len(prefetch_threads()) == 1
     predictions.close()
-    assert active_readers() == 0
+    assert prefetch_threads() == []
 
 
 def test_prefetcher_reads_the_asked_sizes_in_order():
@@ -138,13 +141,3 @@ def test_prefetcher_reads_the_asked_sizes_in_order():
     assert prefetcher.get(0) is None
     prefetcher.close()
     assert asked == [4, 4, 2]
-
-
-def test_calls_reuse_one_idle_reader_thread(tmp_path):
-    est = make_estimator(tmp_path, [])
-    before = {t.ident for t in threading.enumerate() if t.name.startswith(THREAD_NAME)}
-    for _ in range(3):
-        est.evaluate(make_input_fn(12))
-    pooled = {t.ident for t in threading.enumerate() if t.name.startswith(THREAD_NAME)}
-    assert active_readers() == 0
-    assert len(pooled - before) <= 1  # sequential calls share one thread

@@ -1,33 +1,16 @@
 """Input read ahead of the device: the next loops' host batches are read from input_fn,
-stacked and masked in a background thread while the current loop runs.
-
-The threads are pooled: a call's reader runs on an idle thread left by an earlier call
-(a new one only when every thread is reading: nested calls, open predict generators),
-since starting a thread while the devices keep the cores busy takes a millisecond or
-more, on the path of the loop that waits for its input."""
+stacked and masked in a background thread while the current loop runs."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-THREAD_NAME = "jaxspec-input-prefetch"  # the pool's threads are named THREAD_NAME_<n>
+THREAD_NAME = "jaxspec-input-prefetch"
 _END = object()
-# More threads than readers can ever run at once: a reader must never wait for a thread.
-_pool = concurrent.futures.ThreadPoolExecutor(max_workers=4096, thread_name_prefix=THREAD_NAME)
-_active = 0  # readers running
-_active_lock = threading.Lock()
-
-
-def active_readers() -> int:
-    """How many prefetchers are reading input now (from their creation to ``close()``
-    or the end of their input); their pooled threads are not counted once idle."""
-    with _active_lock:
-        return _active
 
 
 class GroupPrefetcher:
@@ -42,9 +25,8 @@ class GroupPrefetcher:
 
     ``get(max_steps)`` returns the next group exactly as ``next_group(max_steps)`` would
     have; an exception raised by the input (input_fn's iterator) is re-raised there, in
-    the caller's thread, with its own type and traceback. ``close()`` stops the reading
-    and waits for it to end (the thread goes back to the pool); call it on every way out
-    (end, early stop, errors, SIGTERM).
+    the caller's thread, with its own type and traceback. ``close()`` stops the thread
+    and waits for it; call it on every way out (end, early stop, errors, SIGTERM).
     """
 
     def __init__(
@@ -59,10 +41,8 @@ class GroupPrefetcher:
         self._stop = threading.Event()
         self._expected: list[int] = []
         self._lock = threading.Lock()
-        global _active
-        with _active_lock:
-            _active += 1  # counted from here: the reader may not have started yet
-        self._future = _pool.submit(self._run)
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.start()
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -74,14 +54,6 @@ class GroupPrefetcher:
         return False
 
     def _run(self) -> None:
-        global _active
-        try:
-            self._read()
-        finally:
-            with _active_lock:
-                _active -= 1
-
-    def _read(self) -> None:
         done = 0
         try:
             while not self._stop.is_set():
@@ -125,11 +97,11 @@ class GroupPrefetcher:
         return group
 
     def close(self) -> None:
-        """Stop reading and wait for the reader (it ends within one input read)."""
+        """Stop reading and wait for the thread (it ends within one input read)."""
         self._stop.set()
         while True:  # unblock a producer waiting on a full queue
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._future.result()
+        self._thread.join()
