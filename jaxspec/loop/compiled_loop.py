@@ -83,7 +83,9 @@ class CompiledLoop:
         """``jitted`` lowered for the abstract arguments ``specs``; in EVAL the loop that
         carries the metric totals instead, where the states can be carried (see
         ``jaxspec.loop.eval_totals``; which it is is kept per shape signature)."""
-        if self.mode != ModeKeys.EVAL:
+        if self.mode != ModeKeys.EVAL or self.mesh is None:
+            # Off the mesh a short last batch runs at its own shape, and a state shaped by
+            # the batch must then be merged on the host (as a loop of another shape).
             return jitted.lower(*specs)
         carry = eval_totals.totals_spec(jitted, specs, self.mesh)
         self._cache.totals_specs[shape_signature(specs[3:])] = carry
