@@ -25,7 +25,7 @@ from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
 from jaxspec.learning_rate import find_learning_rate
 from jaxspec.loss_scale import find_loss_scale
-from jaxspec.metrics import mean
+from jaxspec.metrics import Mean, mean
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.metrics.base import padding_mask_reads, padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
@@ -140,15 +140,28 @@ def _check_metric_names(metrics: dict[str, Any]) -> None:
             )
 
 
-def _replica_weights(mask: Any) -> Any:
-    """Each replica's weight in the eval loss, ``[N, R]`` from the mask ``[N, R, b]``: its
-    share of real rows, or for the steps of a short batch (``SPLIT`` rows, a loop of their
-    own) ``n_r * R / G`` so that batch weighs as a full one (``jaxspec.loop.short_batch``)."""
+def _replica_loss(losses: Any, mask: Any) -> Mean:
+    """The eval loss's Mean over a loop's replica losses ``[N, R]`` with the mask
+    ``[N, R, b]``. Each replica's weight is its share of real rows, ``n_r / b``, or for
+    the steps of a short batch (``SPLIT`` rows, a loop of their own) ``n_r * R / G``, G
+    the real rows of those steps, so that batch weighs as a full one
+    (``jaxspec.loop.short_batch``).
+
+    Only sums over the replicas are taken before the weights are applied (per step: real
+    rows, SPLIT rows, loss times real rows), so on a mesh XLA reduces them across the
+    devices in the one all-reduce it also gives the metric states, rather than in
+    reductions of their own that every device waits for before the loop's scan."""
     real = (mask > 0).astype(mask.dtype)
-    split = jnp.max(mask, axis=(1, 2), keepdims=True)[..., 0] > 1  # [N, 1]
-    rows = jnp.maximum(jnp.sum(real * split[..., None]), 1.0)
-    n_r = jnp.sum(real, axis=-1)
-    return jnp.where(split, n_r * mask.shape[1] / rows, n_r / mask.shape[2])
+    n_r = jnp.sum(real, axis=-1)  # [N, R]
+    losses = jnp.where(n_r > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
+    rows = jnp.sum(n_r, axis=1)  # [N]
+    weighted = jnp.sum(losses * n_r, axis=1)  # [N]
+    split = jnp.sum((mask > 1).astype(mask.dtype), axis=(1, 2)) > 0  # [N]
+    replicas, b = mask.shape[1], mask.shape[2]
+    split_rows = jnp.maximum(jnp.sum(jnp.where(split, rows, 0.0)), 1.0)
+    total = jnp.where(split, weighted * replicas / split_rows, weighted / b)
+    count = jnp.where(split, rows * replicas / split_rows, rows / b)
+    return Mean(total=jnp.sum(total), count=jnp.sum(count))
 
 
 def _metric_tensors(parts: SpecParts) -> list[Any]:
@@ -334,12 +347,12 @@ class StepEngine:
                 return EvalLoopOut(_fold_steps(payload), host, hook_values)
             parts = traced[-1]
             n, r = losses.shape
+            states: dict[str, Any]
             if self.broadcast:  # every replica holds the whole batch: each step counts once
                 frac = jnp.broadcast_to(jnp.max(mask, axis=-1, keepdims=True) > 0, (n, r)).astype(mask.dtype)
+                states = {"loss": mean(jnp.where(frac > 0, losses, 0.0), weights=frac)}
             else:
-                frac = _replica_weights(mask.reshape(n, r, -1))
-            losses = jnp.where(frac > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
-            states: dict[str, Any] = {"loss": mean(losses, weights=frac)}
+                states = {"loss": _replica_loss(losses, mask.reshape(n, r, -1))}
             if parts.metric_fn is not None:
                 fn, tensors = parts.metric_fn
                 keys = list(tensors) if isinstance(tensors, dict) else None
