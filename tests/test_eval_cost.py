@@ -222,3 +222,21 @@ def test_a_metric_fn_that_cannot_be_vectorised_runs_step_by_step_on_the_mesh(tmp
         results["max_err"], np.mean([err[s : s + 16].max() for s in range(0, 64, 16)]), rtol=1e-6
     )
     np.testing.assert_allclose(results["mse"], err.mean(), rtol=1e-6)
+
+
+def test_mesh_eval_loop_reduces_across_devices_once(tmp_path):
+    """The loss's row counts and the metric states go through one all-reduce per loop (a
+    reduction of their own would make every device wait for the others before the scan),
+    and the loss stays each batch's mean, a short last batch weighing as a full one."""
+    init = _InitCounter()
+    est = _estimator(tmp_path, init, use_tpu=True)
+    hook = _Recorder()
+    x, y = X[:88], Y[:88]  # 5 full batches of 16 and one of 8
+    result = est.evaluate(batches_input_fn(x, y, BATCH), hooks=[hook])
+    loss, accuracy, _ = _expected(hook.state, x, y)
+    np.testing.assert_allclose(result["loss"], loss, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(result["accuracy"], accuracy, rtol=1e-6, atol=1e-6)
+    compiled = est._compile_cache.modes["eval"].compiled
+    assert compiled
+    for executable in compiled.values():
+        assert executable.as_text().count(" all-reduce(") == 1
