@@ -240,3 +240,29 @@ def test_mesh_eval_loop_reduces_across_devices_once(tmp_path):
     assert compiled
     for executable in compiled.values():
         assert executable.as_text().count(" all-reduce(") == 1
+
+
+def test_mesh_eval_loss_is_float32_under_x64(tmp_path):
+    """With jax_enable_x64 and a float64 loss, the mesh's eval loss is accumulated in
+    float32, as ``metrics.mean`` and the loss off the mesh (TF's mean is float32 too)."""
+
+    def model_fn(features, labels, mode, params, state):
+        spec = _model_fn(features, labels, mode, params, state)
+        return jaxspec.TPUEstimatorSpec(mode, loss=spec.loss.astype(jnp.float64), eval_metrics=spec.eval_metrics)
+
+    with jax.enable_x64(True):
+        est = jaxspec.TPUEstimator(
+            model_fn,
+            config=fast_config(str(tmp_path), iterations_per_loop=2),
+            use_tpu=True,
+            train_batch_size=BATCH,
+            eval_batch_size=BATCH,
+            init_fn=_InitCounter(),
+        )
+        hook = _Recorder()
+        x, y = X[:72], Y[:72]
+        result = est.evaluate(batches_input_fn(x, y, BATCH), hooks=[hook])
+    _, _, batch_losses = _expected(hook.state, x, y)
+    expected = np.float32(np.sum(np.float32(batch_losses))) / np.float32(len(batch_losses))
+    assert result["loss"] == pytest.approx(float(expected), rel=1e-6)
+    assert float(np.float32(result["loss"])) == result["loss"]  # a float32 value

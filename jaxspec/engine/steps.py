@@ -151,12 +151,12 @@ def _replica_loss(losses: Any, mask: Any) -> Mean:
     rows, SPLIT rows, loss times real rows), so on a mesh XLA reduces them across the
     devices in the one all-reduce it also gives the metric states, rather than in
     reductions of their own that every device waits for before the loop's scan."""
-    real = (mask > 0).astype(mask.dtype)
+    real = (mask > 0).astype(jnp.float32)
     n_r = jnp.sum(real, axis=-1)  # [N, R]
-    losses = jnp.where(n_r > 0, losses, 0.0)  # an all-padding replica's loss may be NaN
+    losses = jnp.where(n_r > 0, jnp.asarray(losses, jnp.float32), 0.0)  # float32, as mean()  # an all-padding replica's loss may be NaN
     rows = jnp.sum(n_r, axis=1)  # [N]
     weighted = jnp.sum(losses * n_r, axis=1)  # [N]
-    split = jnp.sum((mask > 1).astype(mask.dtype), axis=(1, 2)) > 0  # [N]
+    split = jnp.sum((mask > 1).astype(jnp.float32), axis=(1, 2)) > 0  # [N]
     replicas, b = mask.shape[1], mask.shape[2]
     split_rows = jnp.maximum(jnp.sum(jnp.where(split, rows, 0.0)), 1.0)
     total = jnp.where(split, weighted * replicas / split_rows, weighted / b)
