@@ -248,7 +248,9 @@ def test_mesh_eval_loss_is_float32_under_x64(tmp_path):
 
     def model_fn(features, labels, mode, params, state):
         spec = _model_fn(features, labels, mode, params, state)
-        return jaxspec.TPUEstimatorSpec(mode, loss=spec.loss.astype(jnp.float64), eval_metrics=spec.eval_metrics)
+        return jaxspec.TPUEstimatorSpec(
+            mode, loss=spec.loss.astype(jnp.float64), eval_metrics=spec.eval_metrics
+        )
 
     with jax.enable_x64(True):
         est = jaxspec.TPUEstimator(

@@ -153,7 +153,8 @@ def _replica_loss(losses: Any, mask: Any) -> Mean:
     reductions of their own that every device waits for before the loop's scan."""
     real = (mask > 0).astype(jnp.float32)
     n_r = jnp.sum(real, axis=-1)  # [N, R]
-    losses = jnp.where(n_r > 0, jnp.asarray(losses, jnp.float32), 0.0)  # float32, as mean()  # an all-padding replica's loss may be NaN
+    # float32, as mean(); an all-padding replica's loss may be NaN
+    losses = jnp.where(n_r > 0, jnp.asarray(losses, jnp.float32), 0.0)
     rows = jnp.sum(n_r, axis=1)  # [N]
     weighted = jnp.sum(losses * n_r, axis=1)  # [N]
     split = jnp.sum((mask > 1).astype(jnp.float32), axis=(1, 2)) > 0  # [N]
