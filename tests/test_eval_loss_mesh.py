@@ -164,3 +164,36 @@ def test_broadcast_padding_warns_once_unless_the_loss_reads_the_mask(tmp_path: A
         _pipeline_estimator(tmp_path / "plain", model_fn, broadcast).evaluate(batches_input_fn(X, Y, 64))
     (warned,) = [r.getMessage() for r in caplog.records]
     assert "batch index 8 holds 57 real rows of 64" in warned and "current_padding_mask()" in warned, warned
+
+
+def _sized_input_fn(sizes: list[int]) -> Any:
+    """input_fn yielding consecutive batches of X, Y of the given row counts."""
+    starts = np.cumsum([0, *sizes])
+
+    def input_fn(params: Any = None) -> Any:
+        return iter([({"x": X[a:b]}, Y[a:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)])
+
+    return input_fn
+
+
+@pytest.mark.parametrize("ipl", [1, 3])
+def test_steps_counts_input_batches_past_a_split_short_batch(tmp_path: Any, ipl: int) -> None:
+    """``evaluate(steps=k)`` reads k input batches, as tf.estimator, also when a short
+    batch before the end runs as several device steps on the mesh (63 rows of 64 over 8
+    replicas: two steps); before, those steps counted as batches and the last batch asked
+    for was not evaluated."""
+    sizes = [64, 63, 64, 64, 57]
+    logits = X.astype(np.float64) @ PARAMS["w"] + PARAMS["b"]
+    per_row = np.logaddexp(0.0, logits) - Y * logits
+    right = (logits > 0) == (Y > 0.5)
+    starts = np.cumsum([0, *sizes])
+    config = fast_config(str(tmp_path)).replace(tpu_config=jaxspec.TPUConfig(iterations_per_loop=ipl))
+    est = jaxspec.TPUEstimator(
+        model_fn, config=config, train_batch_size=64, eval_batch_size=64, init_fn=init_fn
+    )
+    for steps in (1, 2, 3, 4, 5, None):
+        k = len(sizes) if steps is None else steps
+        loss = np.mean([per_row[a:b].mean() for a, b in zip(starts[:k], starts[1 : k + 1], strict=True)])
+        result = est.evaluate(_sized_input_fn(sizes), steps=steps)
+        assert result["loss"] == pytest.approx(float(loss), rel=1e-5), steps
+        assert result["accuracy"] == pytest.approx(float(right[: starts[k]].mean()), abs=1e-6), steps

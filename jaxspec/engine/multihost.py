@@ -9,6 +9,7 @@ same order), and predictions are read back as this process's own rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -54,7 +55,15 @@ def local_rows(tree: Any, axis: int = 1) -> Any:
 
 def agree(value: int, how: str) -> int:
     """The ``'min'`` or ``'max'`` of ``value`` over all processes (itself with one)."""
+    return agree_each([value], [how])[0]
+
+
+def agree_each(values: Sequence[int], hows: Sequence[str]) -> list[int]:
+    """``agree`` for several values at once, in one gathering over the processes:
+    ``values[i]``'s ``hows[i]`` (``'min'`` or ``'max'``)."""
     if jax.process_count() == 1:
-        return value
-    values = np.asarray(multihost_utils.process_allgather(np.asarray([value], np.int64)))
-    return int(values.min() if how == "min" else values.max())
+        return [int(v) for v in values]
+    gathered = np.asarray(multihost_utils.process_allgather(np.asarray(values, np.int64))).reshape(
+        -1, len(values)
+    )
+    return [int(col.min() if how == "min" else col.max()) for col, how in zip(gathered.T, hows, strict=True)]

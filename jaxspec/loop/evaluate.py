@@ -146,7 +146,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
     in order with its exact loss.
     """
     lifecycle, loop = phase.lifecycle, phase.loop
-    asked = 0  # steps asked of the input so far (loops dispatched)
+    asked = 0  # input steps (batches, as steps= counts them) read so far: loops dispatched
     totals: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     done = 0
@@ -171,7 +171,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
         group = phase.next_group(n) if n > 0 else None
         if group is None:
             return None
-        first, asked = asked, asked + group.steps
+        first, asked = asked, asked + group.batches
         padding.check(group.mask)
         if before_run is not None:
             before_run()
@@ -179,13 +179,13 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
         before = None if previous is None else previous.out[-1].out.totals
         return InFlight(
             first,
-            group.steps,
+            group.batches,
             dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes, before),
         )
 
     def account(current: InFlight) -> bool:
         nonlocal totals, values, done
-        n, chunks = current.steps, current.out
+        n, chunks = current.steps, current.out  # n: input steps
         if chunks[-1].out.totals is not None:  # merged in the loops (jaxspec.loop.eval_totals)
             totals, values = chunks[-1].out.totals, chunks[-1].out.values
         else:

@@ -12,7 +12,7 @@ import numpy as np
 from jaxspec._fn_args import call_with_declared
 from jaxspec.config import InputPipelineConfig
 from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_replicas, num_replicas
-from jaxspec.engine.multihost import agree
+from jaxspec.engine.multihost import agree, agree_each
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
 from jaxspec.loop.compiled_loop import CompiledLoop
@@ -42,11 +42,13 @@ def _host_args(mode: str, batch: Any, mask: Any) -> tuple[Any, ...]:
 class LoopInput(NamedTuple):
     """One loop's host input: ``args`` (the loop's batch arguments, stacked ``[N, B,
     ...]``: TRAIN ``(features, labels)``, EVAL ``(features, labels, mask)``, PREDICT
-    ``(features,)``), ``mask`` ``[N, B]`` and ``steps`` (N)."""
+    ``(features,)``), ``mask`` ``[N, B]``, ``steps`` (N) and ``batches``, the input steps it
+    stands for (``StepGroup.batches``: N, or one for a short eval batch split over steps)."""
 
     args: tuple[Any, ...]
     mask: np.ndarray
     steps: int
+    batches: int
 
 
 class Phase:
@@ -80,7 +82,7 @@ class Phase:
         self.global_batch_size = plan.global_batch_size
         self._prefetcher: GroupPrefetcher | None = None
         self._prefetch_sizes: Callable[[int], int] | None = None  # set by prefetch()
-        self._steps_read: int | None = None  # steps of the first group (None: not read, or input ended)
+        self._steps_read: int | None = None  # input steps of the first group (None: not read, or input ended)
         self.position = position
 
     def _input_params(self, invocation: int = 0, total: int = 1) -> dict[str, Any]:
@@ -193,9 +195,12 @@ class Phase:
         else:
             group = self.feeder.next_group(max_steps, stop)
             if self._prefetch_sizes is not None:  # the first group: read here, counted for the thread
-                self._steps_read = None if group is None else group[2]
-        n_local = 0 if group is None else group[2]
-        n = agree(n_local, "min" if self.mode == ModeKeys.TRAIN else "max")
+                self._steps_read = None if group is None else group.batches
+        n_local = 0 if group is None else group.steps
+        split_local = 0 if group is None else n_local - group.batches  # a split short batch's extra steps
+        n, split = agree_each(
+            [n_local, split_local], ["min" if self.mode == ModeKeys.TRAIN else "max", "max"]
+        )
         if n == 0:
             return None
         batch, mask, _ = group if group is not None else self.feeder.empty_group(0)
@@ -203,7 +208,7 @@ class Phase:
             batch, mask = jax.tree.map(lambda x: x[:n], (batch, mask))
         elif n_local < n:
             batch, mask = self.feeder.pad_group(batch, mask, n)
-        return LoopInput(_host_args(self.mode, batch, mask), mask, n)
+        return LoopInput(_host_args(self.mode, batch, mask), mask, n, n - split)
 
     def can_work_ahead(self) -> bool:
         """Whether input may be read, and training loops dispatched, ahead of the loop the
@@ -234,7 +239,9 @@ class Phase:
         self._prefetch_sizes = sizes
 
     def _start_prefetcher(self, done: int, sizes: Callable[[int], int]) -> None:
-        self._prefetcher = GroupPrefetcher(self.feeder.next_group, lambda read: sizes(done + read))
+        self._prefetcher = GroupPrefetcher(
+            self.feeder.next_group, lambda read: sizes(done + read), counted=lambda group: group.batches
+        )
 
     def close(self) -> None:
         """Stop the input thread, if any (idempotent)."""

@@ -89,7 +89,7 @@ def _run_predict(
             group = phase.next_group(phase.iterations_per_loop)
             if group is None:
                 break
-            args, mask, n = group
+            args, mask, n, _ = group
             done, examples = done + n, examples + int((mask > 0).sum())
             if log_every and done // log_every > logged // log_every:
                 console.line("Prediction: %d batches, %d examples so far.", done, examples, cadence=True)

@@ -22,6 +22,8 @@ class GroupPrefetcher:
       sizes: the ``max_steps`` of each group in turn, given how many steps the previous
         groups actually had: ``sizes(steps_so_far) -> int``, or 0 to stop reading.
       depth: groups read ahead at most (the queue's bound).
+      counted: the steps a group counts for in ``sizes`` (default: its step count,
+        ``group[2]``; the feeder's groups count input steps, ``StepGroup.batches``).
 
     ``get(max_steps)`` returns the next group exactly as ``next_group(max_steps)`` would
     have; an exception raised by the input (input_fn's iterator) is re-raised there, in
@@ -34,8 +36,10 @@ class GroupPrefetcher:
         next_group: Callable[[int], Any],
         sizes: Callable[[int], int],
         depth: int = 2,
+        counted: Callable[[Any], int] = lambda group: int(group[2]),
     ) -> None:
         self._next_group = next_group
+        self._counted = counted
         self._sizes = sizes
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
@@ -71,7 +75,7 @@ class GroupPrefetcher:
                 # group, and would otherwise wait for the interpreter's switch interval
                 # (5 ms) while this thread reads the next one.
                 time.sleep(0)
-                done += group[2]
+                done += self._counted(group)
         except BaseException as err:
             self._put(err)
             return
