@@ -129,3 +129,65 @@ def test_evaluate_needs_eval_batch_size_on_the_mesh(tmp_path):
     )
     with pytest.raises(ValueError, match="eval_batch_size"):
         est.evaluate(batches_input_fn(x, y, 8))
+
+
+def _sized_input_fn(x, y, sizes):
+    """input_fn yielding consecutive batches of the given row counts (labels when y)."""
+    starts = np.cumsum([0, *sizes])
+
+    def input_fn():
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            yield ({"x": x[a:b]}, y[a:b]) if y is not None else {"x": x[a:b]}
+
+    return input_fn
+
+
+@pytest.mark.parametrize("estimator", ["Estimator", "TPUEstimator"])
+def test_one_device_runs_batches_of_any_size(tmp_path, estimator):
+    """Off the mesh, as in tf.estimator, batches may have any number of rows: a first batch
+    shorter than later ones (bucketed input) is no full batch to hold the others to; each
+    size runs at its own shape. Before, a batch longer than the first raised ValueError."""
+    sizes = [13, 16, 16, 5, 16, 16, 16]
+    x, y = digits(sum(sizes))
+    if estimator == "Estimator":
+        est = jaxspec.Estimator(
+            make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
+        )
+    else:  # loops of 3 steps, grouping the batches of one size
+        est = jaxspec.TPUEstimator(
+            make_model_fn(),
+            config=fast_config(str(tmp_path), 3),
+            use_tpu=False,
+            train_batch_size=16,
+            eval_batch_size=16,
+            predict_batch_size=16,
+            init_fn=init_fn,
+        )
+    est.train(_sized_input_fn(x, y, sizes))
+    assert est.get_variable_value("global_step") == len(sizes)
+    results = est.evaluate(_sized_input_fn(x, y, sizes))
+    batches = list(est.predict(_sized_input_fn(x, None, sizes), yield_single_examples=False))
+    assert [len(b["logits"]) for b in batches] == sizes
+    logits = np.concatenate([b["logits"] for b in batches]).astype(np.float64)
+    log_probs = logits - logits.max(1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(1, keepdims=True))
+    per_example = -log_probs[np.arange(len(y)), y]
+    starts = np.cumsum([0, *sizes])
+    batch_losses = [per_example[a:b].mean() for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    assert results["loss"] == pytest.approx(np.mean(batch_losses), rel=1e-5)
+    assert results["global_step"] == len(sizes)
+
+
+def test_mesh_rejects_a_batch_longer_than_its_batch_size(tmp_path):
+    """On the mesh every step has params['batch_size'] rows: a longer input batch is a
+    ValueError naming both sizes (a shorter one is padded, as above)."""
+    x, y = digits(40)
+    est = jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(tmp_path)),
+        train_batch_size=8,
+        eval_batch_size=16,
+        init_fn=init_fn,
+    )
+    with pytest.raises(ValueError, match="24 rows, more than a full batch \\(16\\)"):
+        est.evaluate(_sized_input_fn(x, y, [16, 24]))

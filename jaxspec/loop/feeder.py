@@ -77,7 +77,8 @@ class StepFeeder:
 
     The mask is float32 ``[global_batch]``: 1 for real rows (``SPLIT`` in the steps of a
     short EVAL batch on the mesh, see ``jaxspec.loop.short_batch``), 0 for padding. Off the mesh
-    a short batch runs at its own shape (one more compilation), so nothing is padded. On
+    a batch of any size runs at its own shape (one more compilation each), so nothing is
+    padded, as tf.estimator takes batches of varying size. On
     the mesh, EVAL and PREDICT pad a short final step and mask it; in TRAIN (padding
     would change the loss) a short first batch raises ValueError, and a later short batch
     is skipped and training goes on with the batches after it (one warning per call
@@ -154,17 +155,17 @@ class StepFeeder:
                 self._ones = np.ones(full, np.float32)
                 self._ones.flags.writeable = False
             return batch, self._ones
-        if rows > full:
+        if not self._on_mesh:
+            full = rows  # one device: a batch of another size runs as it is (one more compilation)
+        elif rows > full:
             raise ValueError(f"an input batch has {rows} rows, more than a full batch ({full}).")
-        if rows < full and not self._pad:
-            if self._on_mesh:
-                if self.examples_seen == 0:
-                    raise ValueError(
-                        f"the first training batch has {rows} rows but a full one has {full} "
-                        "(params['batch_size']); on the mesh every step needs full batches."
-                    )
-                raise _ShortTrainingBatch(rows)
-            full = rows  # one device: a shorter batch trains as it is (one more compilation)
+        elif not self._pad:
+            if self.examples_seen == 0:
+                raise ValueError(
+                    f"the first training batch has {rows} rows but a full one has {full} "
+                    "(params['batch_size']); on the mesh every step needs full batches."
+                )
+            raise _ShortTrainingBatch(rows)
         mask = np.zeros(full, np.float32)
         mask[:rows] = 1.0
         self.examples_seen += rows
