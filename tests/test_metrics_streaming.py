@@ -19,6 +19,7 @@ import pytest
 
 import jaxspec
 from jaxspec import metrics
+from tests.helpers import batches_input_fn, fast_config
 
 N, C = 100, 4
 
@@ -245,3 +246,56 @@ def test_padding_rows_never_count_even_when_nan():
         assert float(metrics.auc(jnp.array([0, 1, 1, 0]), jnp.array([0.2, 0.9, 7.0, -1.0])).compute()) > 0.99
         labels = jnp.array([[0], [1], [-1], [-1]])  # padded rows' AP would be 0/0
         assert float(metrics.average_precision_at_k(labels, jnp.eye(4)[:, :3], 1).compute()) == 1.0
+
+
+class RealValues(metrics.Metric):
+    """A user-defined metric whose merge concatenates: every batch's values with their
+    padding weights, the median of the real ones computed at the end."""
+
+    values: jax.Array
+    weights: jax.Array
+
+    @classmethod
+    def from_batch(cls, values: Any) -> RealValues:
+        return cls(values=jnp.ravel(values), weights=jnp.ravel(metrics.apply_padding_mask(values, None)))
+
+    def merge(self, other: RealValues) -> RealValues:
+        return RealValues(
+            jnp.concatenate([self.values, other.values]), jnp.concatenate([self.weights, other.weights])
+        )
+
+    def compute(self) -> jax.Array:
+        return jnp.nanmedian(jnp.where(self.weights > 0, self.values, jnp.nan))
+
+
+@pytest.mark.parametrize(("use_tpu", "ipl"), [(False, 1), (False, 3), (True, 1), (True, 3)])
+def test_a_state_whose_merge_concatenates(tmp_path, use_tpu, ipl):
+    """A merge that changes the state's shapes (it concatenates) cannot be a scan's carry:
+    the steps of a loop are merged one by one instead, and the loops on the host. Before,
+    evaluate raised TypeError from lax.scan. 88 rows: five batches of 16 and one of 8."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(88, 4)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5, 0.0], np.float32) + rng.normal(size=88)).astype(np.float32)
+
+    def model_fn(features, labels, mode, params, state):
+        pred = features["x"] @ state["w"]
+
+        def metric_fn(labels, pred):
+            return {"median_abs_error": RealValues.from_batch(jnp.abs(pred - labels))}
+
+        return jaxspec.TPUEstimatorSpec(
+            mode, loss=jnp.mean((pred - labels) ** 2), eval_metrics=(metric_fn, [labels, pred])
+        )
+
+    est = jaxspec.TPUEstimator(
+        model_fn,
+        config=fast_config(str(tmp_path), iterations_per_loop=ipl),
+        use_tpu=use_tpu,
+        train_batch_size=16,
+        eval_batch_size=16,
+        params={},
+        init_fn=lambda: {"w": jnp.full(4, 0.5, jnp.float32)},
+    )
+    result = est.evaluate(batches_input_fn(x, y, 16))
+    expected = np.median(np.abs(x @ np.full(4, 0.5, np.float32) - y))
+    assert result["median_abs_error"] == pytest.approx(float(expected), rel=1e-6)

@@ -122,9 +122,27 @@ def merge_metric_dicts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {k: a[k].merge(b[k]) for k in a}
 
 
+def _avals(tree: Any) -> tuple[Any, list[tuple[Any, Any]]]:
+    """A pytree's structure and its leaves' shapes and dtypes."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, [(x.shape, x.dtype) for x in leaves]
+
+
 def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
-    """Merge metric states stacked on axis 0 (one per step) into one state per metric."""
+    """Merge metric states stacked on axis 0 (one per step) into one state per metric.
+
+    A scan when ``merge`` keeps the states' shapes and dtypes (sums, counts, confusion
+    matrices); a merge that changes them (a state that concatenates its batches) cannot
+    be a scan's carry, so those steps are merged one after another in the trace."""
+    n = jax.tree.leaves(states)[0].shape[0]
     first = jax.tree.map(lambda x: x[0], states)
+    if n == 1:
+        return first
+    if _avals(jax.eval_shape(merge_metric_dicts, first, first)) != _avals(first):
+        merged = first
+        for i in range(1, n):
+            merged = merge_metric_dicts(merged, jax.tree.map(lambda x, i=i: x[i], states))
+        return merged
     rest = jax.tree.map(lambda x: x[1:], states)
     merged, _ = jax.lax.scan(lambda c, s: (merge_metric_dicts(c, s), None), first, rest)
     return merged
