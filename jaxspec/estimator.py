@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import dataclasses
 import functools
@@ -9,6 +10,7 @@ import inspect
 import logging
 import os
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,14 +68,25 @@ def resolve_model_dir(config: RunConfig | None, model_dir: str | os.PathLike[str
     return config
 
 
+# Predict generators still open: closed at interpreter exit, while the modules their
+# clean-up needs (threads, logging, contextlib) still exist; left to the garbage
+# collector after module teardown, their closing printed "Exception ignored" tracebacks.
+_open_generators: weakref.WeakSet[Iterator[Any]] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_generators() -> None:
+    for gen in list(_open_generators):
+        gen.close()  # type: ignore[attr-defined]  # a generator
+
+
 def _quietly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` run inside ``quiet_libraries()``; a generator function has each of its
     resumptions (and its closing) run inside it, since a predict generator reads the
-    checkpoint at its first ``next()``."""
+    checkpoint at its first ``next()``. Generators left open are closed at exit."""
     if inspect.isgeneratorfunction(fn):
 
-        @functools.wraps(fn)
-        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        def resumed(*args: Any, **kwargs: Any) -> Iterator[Any]:
             inner = fn(*args, **kwargs)
             try:
                 while True:
@@ -86,6 +99,12 @@ def _quietly(fn: Callable[..., Any]) -> Callable[..., Any]:
             finally:
                 with quiet_libraries():
                     inner.close()
+
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            gen = resumed(*args, **kwargs)
+            _open_generators.add(gen)
+            return gen
 
         return generator
 

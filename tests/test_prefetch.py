@@ -126,6 +126,42 @@ def test_predict_generator_closed_early(tmp_path):
     assert prefetch_threads() == []
 
 
+_OPEN_AT_EXIT = """
+import os, sys, threading
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax.numpy as jnp, numpy as np
+import jaxspec
+x = np.arange(160, dtype=np.float32).reshape(40, 4)
+def model_fn(features, labels, mode, params, state):
+    return jaxspec.TPUEstimatorSpec(mode, predictions={"p": features["x"] @ state["w"]})
+def input_fn(params):
+    return ({"x": x[s : s + 8]} for s in range(0, 40, 8))
+est = jaxspec.TPUEstimator(
+    model_fn, config=jaxspec.RunConfig(model_dir=sys.argv[1], tpu_config=jaxspec.TPUConfig(iterations_per_loop=2)),
+    train_batch_size=8, predict_batch_size=8, params={}, init_fn=lambda: {"w": jnp.ones(4)},
+)
+predictions = est.predict(input_fn)
+print([float(next(predictions)["p"]) for _ in range(20)])  # the input thread reads loop 3
+"""
+
+
+def test_predict_generator_left_open_at_exit(tmp_path):
+    """A predict generator still open when the interpreter exits is closed first (its
+    input thread stopped), with nothing printed: closed by the garbage collector after
+    the modules' teardown, it printed 'Exception ignored' tracebacks."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "open_at_exit.py"
+    script.write_text(_OPEN_AT_EXIT)
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "model")], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert eval(run.stdout.strip().splitlines()[-1]) == [float(4 * 4 * i + 6) for i in range(20)]
+    assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
 def test_prefetcher_reads_the_asked_sizes_in_order():
     steps = iter(range(10))
     asked: list[int] = []
