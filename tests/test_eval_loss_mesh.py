@@ -197,3 +197,52 @@ def test_steps_counts_input_batches_past_a_split_short_batch(tmp_path: Any, ipl:
         result = est.evaluate(_sized_input_fn(sizes), steps=steps)
         assert result["loss"] == pytest.approx(float(loss), rel=1e-5), steps
         assert result["accuracy"] == pytest.approx(float(right[: starts[k]].mean()), abs=1e-6), steps
+
+
+@pytest.mark.parametrize("closes_over", ["states", "values"])
+def test_metric_fn_closing_over_model_fn_values_is_named(tmp_path: Any, closes_over: str) -> None:
+    """On the mesh metric_fn runs on the tensors it is given, gathered over the replicas,
+    as TPUEstimator's runs on the host: one that uses model_fn's own values (a closure)
+    gets a ValueError naming eval_metrics and the variable, not JAX's mesh mismatch. A
+    closure over host constants stays fine."""
+
+    def closing(features, labels, mode, params, state):
+        logits = features["x"] @ state["w"] + state["b"]
+        per_row = per_row_of(labels, logits)
+        ops = {"masked_loss": jaxspec.metrics.mean(per_row)}
+        fn = (
+            (lambda: ops)
+            if closes_over == "states"
+            else (lambda: {"masked_loss": jaxspec.metrics.mean(per_row)})
+        )
+        return jaxspec.TPUEstimatorSpec(mode, loss=jnp.mean(per_row), eval_metrics=(fn, []))
+
+    est = jaxspec.TPUEstimator(
+        closing, config=fast_config(str(tmp_path)), train_batch_size=64, eval_batch_size=64, init_fn=init_fn
+    )
+    name = "ops" if closes_over == "states" else "per_row"
+    with pytest.raises(ValueError, match=rf"eval_metrics: metric_fn uses \['{name}'\] from model_fn"):
+        est.evaluate(batches_input_fn(X, Y, 64))
+
+    scale, offset = np.float32(2.0), 0.25  # host constants: nothing traced
+
+    def constants(features, labels, mode, params, state):
+        logits = features["x"] @ state["w"] + state["b"]
+
+        def fn(labels, logits):
+            return {"scaled": jaxspec.metrics.mean(per_row_of(labels, logits) * scale + offset)}
+
+        return jaxspec.TPUEstimatorSpec(
+            mode, loss=jnp.mean(per_row_of(labels, logits)), eval_metrics=(fn, [labels, logits])
+        )
+
+    est = jaxspec.TPUEstimator(
+        constants,
+        config=fast_config(str(tmp_path / "c")),
+        train_batch_size=64,
+        eval_batch_size=64,
+        init_fn=init_fn,
+    )
+    logits = X.astype(np.float64) @ PARAMS["w"] + PARAMS["b"]
+    row_mean = float(np.mean(np.logaddexp(0.0, logits) - Y * logits))
+    assert est.evaluate(batches_input_fn(X, Y, 64))["scaled"] == pytest.approx(row_mean * 2 + 0.25, rel=1e-5)

@@ -10,7 +10,8 @@ host function once per step, in step order, after the loop: no callback runs per
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -146,6 +147,55 @@ def _fold_steps(states: dict[str, Any]) -> dict[str, Any]:
     rest = jax.tree.map(lambda x: x[1:], states)
     merged, _ = jax.lax.scan(lambda c, s: (merge_metric_dicts(c, s), None), first, rest)
     return merged
+
+
+def _traced_free_variables(fn: Callable[..., Any]) -> list[str]:
+    """The names of ``fn``'s closure variables that hold JAX tracers: values of a trace
+    around it (model_fn's, when metric_fn is defined inside model_fn and uses them)."""
+    names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    found = []
+    for name, cell in zip(names, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            leaves = jax.tree.leaves(cell.cell_contents)
+        except Exception:  # an empty cell, or contents that are no pytree
+            continue
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            found.append(name)
+    return found
+
+
+def _closed_over_error(fn: Callable[..., Any]) -> ValueError:
+    closed = _traced_free_variables(fn)
+    return ValueError(
+        f"TPUEstimatorSpec.eval_metrics: metric_fn uses {closed or 'values'} from model_fn without "
+        "taking them as arguments. On the mesh metric_fn runs on the tensors gathered from every "
+        "replica's steps (as TPUEstimator runs it on the host), where model_fn's own values do not "
+        "exist: pass each value it needs in the tensors list, eval_metrics=(metric_fn, [labels, logits])."
+    )
+
+
+def _holds_replica_values(tree: Any) -> bool:
+    """Whether ``tree`` holds values of a replica's trace (a shard_map manual over the
+    replicas) outside it: values model_fn computed, escaped through a closure."""
+    for x in jax.tree.leaves(tree):
+        sharding = getattr(jax.typeof(x), "sharding", None) if isinstance(x, jax.core.Tracer) else None
+        mesh = getattr(sharding, "mesh", None)
+        if mesh is not None and jax.sharding.AxisType.Manual in getattr(mesh, "axis_types", ()):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _metric_fn_errors(fn: Callable[..., Any]) -> Iterator[None]:
+    """On the mesh, metric_fn's use of model_fn's own values (closed over, not passed as
+    its tensors) is a ValueError naming ``eval_metrics`` and those values, also when JAX
+    raised first (its message speaks of meshes)."""
+    try:
+        yield
+    except Exception as err:
+        if not _traced_free_variables(fn):
+            raise
+        raise _closed_over_error(fn) from err
 
 
 def _check_metric_names(metrics: dict[str, Any]) -> None:
@@ -380,11 +430,15 @@ class StepEngine:
                     values, m = args
                     with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
+                        if _holds_replica_values(out):
+                            raise _closed_over_error(fn)
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 
-                per_step = _metrics_per_step(step_metrics, (payload, mask), n)
+                with _metric_fn_errors(fn):
+                    per_step = _metrics_per_step(step_metrics, (payload, mask), n)
                 _check_metric_names(per_step)
-                states.update(_fold_steps(per_step))
+                with _metric_fn_errors(fn):
+                    states.update(_fold_steps(per_step))
             return EvalLoopOut(states, host, hook_values)
 
         return LoopFn(loop)
