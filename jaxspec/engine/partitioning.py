@@ -225,7 +225,13 @@ def put_state(state: State, shardings: PyTree) -> State:
     """Place a state pytree's leaves on their shardings (a no-op for leaves already
     there, as an init_fn compiled with these output shardings gives)."""
     leaves, treedef = jax.tree.flatten(state)
-    return jax.tree.unflatten(treedef, jax.device_put(leaves, jax.tree.leaves(shardings)))
+    targets = jax.tree.leaves(shardings)
+    if all(
+        isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.sharding == t
+        for x, t in zip(leaves, targets, strict=True)
+    ):
+        return state  # already there: device_put would cost a dispatch per leaf for nothing
+    return jax.tree.unflatten(treedef, jax.device_put(leaves, targets))
 
 
 def with_sharding_constraint(x: Any, spec: P) -> Any:

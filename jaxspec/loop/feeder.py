@@ -287,7 +287,9 @@ class StepFeeder:
         for o, x in zip(out, leaves, strict=True):
             o[0] = x
         n, ended = 1, False
-        if first[1] is self._ones and not self._per_replica_input and not self._exact_loss:
+        # Full batches only: a short one goes back to next_step (padded, or split for an
+        # exact eval loss), so this holds in EVAL on the mesh too.
+        if first[1] is self._ones and not self._per_replica_input:
             n, ended = self._stack_full(first[0], out, max_steps, stop)
         while n < max_steps and not ended and not (stop is not None and stop()):
             step = self.next_step()
