@@ -16,18 +16,23 @@ def _numpy_reference(est, x, y):
     return preds, float(np.mean(ids == y)), float(np.mean(y))
 
 
+def _estimator(path, ipl: int, use_tpu: bool, batch: int) -> jaxspec.TPUEstimator:
+    """A TPUEstimator of the helpers' model, one batch size for train, eval and predict."""
+    return jaxspec.TPUEstimator(
+        make_model_fn(),
+        config=fast_config(str(path), ipl),
+        use_tpu=use_tpu,
+        train_batch_size=batch,
+        eval_batch_size=batch,
+        predict_batch_size=batch,
+        init_fn=init_fn,
+    )
+
+
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_eval_over_37_examples_batch_8(tmp_path, use_tpu):
     x, y = digits(37)
-    est = jaxspec.TPUEstimator(
-        make_model_fn(),
-        config=fast_config(str(tmp_path), 2),
-        use_tpu=use_tpu,
-        train_batch_size=8,
-        eval_batch_size=8,
-        predict_batch_size=8,
-        init_fn=init_fn,
-    )
+    est = _estimator(tmp_path, 2, use_tpu, 8)
     est.train(batches_input_fn(x, y, 8, repeat=True), steps=3)
     results = est.evaluate(batches_input_fn(x, y, 8))
     preds, accuracy, mean_label = _numpy_reference(est, x, y)
@@ -154,15 +159,7 @@ def test_one_device_runs_batches_of_any_size(tmp_path, estimator):
             make_model_fn(as_estimator_spec=True), config=fast_config(str(tmp_path)), init_fn=init_fn
         )
     else:  # loops of 3 steps, grouping the batches of one size
-        est = jaxspec.TPUEstimator(
-            make_model_fn(),
-            config=fast_config(str(tmp_path), 3),
-            use_tpu=False,
-            train_batch_size=16,
-            eval_batch_size=16,
-            predict_batch_size=16,
-            init_fn=init_fn,
-        )
+        est = _estimator(tmp_path, 3, False, 16)
     est.train(_sized_input_fn(x, y, sizes))
     assert est.get_variable_value("global_step") == len(sizes)
     results = est.evaluate(_sized_input_fn(x, y, sizes))
@@ -182,12 +179,6 @@ def test_mesh_rejects_a_batch_longer_than_its_batch_size(tmp_path):
     """On the mesh every step has params['batch_size'] rows: a longer input batch is a
     ValueError naming both sizes (a shorter one is padded, as above)."""
     x, y = digits(40)
-    est = jaxspec.TPUEstimator(
-        make_model_fn(),
-        config=fast_config(str(tmp_path)),
-        train_batch_size=8,
-        eval_batch_size=16,
-        init_fn=init_fn,
-    )
+    est = _estimator(tmp_path, 1, True, 16)
     with pytest.raises(ValueError, match="24 rows, more than a full batch \\(16\\)"):
         est.evaluate(_sized_input_fn(x, y, [16, 24]))
