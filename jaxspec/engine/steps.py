@@ -164,8 +164,7 @@ def _traced_free_variables(fn: Callable[..., Any]) -> list[str]:
     return found
 
 
-def _closed_over_error(fn: Callable[..., Any]) -> ValueError:
-    closed = _traced_free_variables(fn)
+def _closed_over_error(closed: list[str]) -> ValueError:
     return ValueError(
         f"TPUEstimatorSpec.eval_metrics: metric_fn uses {closed or 'values'} from model_fn without "
         "taking them as arguments. On the mesh metric_fn runs on the tensors gathered from every "
@@ -193,9 +192,10 @@ def _metric_fn_errors(fn: Callable[..., Any]) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if not _traced_free_variables(fn):
+        closed = _traced_free_variables(fn)
+        if not closed:
             raise
-        raise _closed_over_error(fn) from err
+        raise _closed_over_error(closed) from err
 
 
 def _check_metric_names(metrics: dict[str, Any]) -> None:
@@ -431,14 +431,13 @@ class StepEngine:
                     with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
                         out = call_with_tensors(fn, dict(zip(keys, values, strict=True)) if keys else values)
                         if _holds_replica_values(out):
-                            raise _closed_over_error(fn)
+                            raise _closed_over_error(_traced_free_variables(fn))
                         return {k: as_metric_state(v, k) for k, v in out.items()}
 
                 with _metric_fn_errors(fn):
                     per_step = _metrics_per_step(step_metrics, (payload, mask), n)
                 _check_metric_names(per_step)
-                with _metric_fn_errors(fn):
-                    states.update(_fold_steps(per_step))
+                states.update(_fold_steps(per_step))
             return EvalLoopOut(states, host, hook_values)
 
         return LoopFn(loop)

@@ -35,13 +35,7 @@ class StepGroup(NamedTuple):
         """The input steps the group stands for, as ``evaluate(steps=...)`` counts them:
         one for the steps of a short batch split for an exact eval loss (such a batch is
         a group of its own), else ``steps``."""
-        return split_batches(self.mask, self.steps)
-
-
-def split_batches(mask: np.ndarray, steps: int) -> int:
-    """``steps`` less the extra steps of a short batch split for an exact eval loss:
-    ``mask`` ``[N, B]`` holding ``SPLIT`` marks such a batch's group, one input step."""
-    return 1 if steps and mask.size and bool(mask.max() >= SPLIT) else steps
+        return 1 if self.steps and self.mask.size and bool(self.mask.max() >= SPLIT) else self.steps
 
 
 class _ShortTrainingBatch(Exception):

@@ -194,10 +194,11 @@ class Phase:
             group = self._prefetcher.get(max_steps)
         else:
             group = self.feeder.next_group(max_steps, stop)
-            if self._prefetch_sizes is not None:  # the first group: read here, counted for the thread
-                self._steps_read = None if group is None else group.batches
+        batches = 0 if group is None else group.batches  # input steps
+        if self._prefetcher is None and self._prefetch_sizes is not None:  # the first group: read here
+            self._steps_read = None if group is None else batches  # counted for the thread
         n_local = 0 if group is None else group.steps
-        split_local = 0 if group is None else n_local - group.batches  # a split short batch's extra steps
+        split_local = n_local - batches  # a split short batch's extra steps
         n, split = agree_each(
             [n_local, split_local], ["min" if self.mode == ModeKeys.TRAIN else "max", "max"]
         )
