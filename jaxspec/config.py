@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import numbers
 import os
+import signal
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
@@ -50,6 +51,12 @@ REPLACEABLE_FIELDS = (
     "steps_per_execution",
     "export_jax_artifact",
     "peak_flops_per_device",
+    "heartbeat_timeout_secs",
+    "preemption_signals",
+    "hang_timeout_secs",
+    "exit_on_hang",
+    "local_checkpoint_dir",
+    "local_save_checkpoints_steps",
 )
 _OTHER_FIELDS = ("evaluation_master", "master", "cluster")
 
@@ -76,6 +83,8 @@ def _validate(config: RunConfig) -> None:
         ("log_step_count_steps", lambda v: v > 0, "> 0 (None turns step logging off)"),
         ("session_creation_timeout_secs", lambda v: v > 0, "> 0"),
         ("peak_flops_per_device", lambda v: v > 0, "> 0"),
+        ("heartbeat_timeout_secs", lambda v: v > 0, "> 0"),
+        ("hang_timeout_secs", lambda v: v > 0, "> 0 (None turns the watchdog off)"),
     ):
         _check_number(name, getattr(config, name), ok, rule)
     for name in ("tf_random_seed", "experimental_max_worker_delay_secs"):
@@ -96,8 +105,40 @@ def _validate(config: RunConfig) -> None:
         raise TypeError(
             f"RunConfig: export_jax_artifact must be a bool, got {type_name(config.export_jax_artifact)}."
         )
+    _validate_faults(config)
     if config.tpu_config is not None and not isinstance(config.tpu_config, TPUConfig):
         raise TypeError(f"RunConfig: tpu_config must be a TPUConfig, got {type_name(config.tpu_config)}.")
+
+
+def _validate_faults(config: RunConfig) -> None:
+    """The launch and fault fields: preemption signals, the hang exit, the local tier."""
+    signals = config.preemption_signals
+    if not isinstance(signals, tuple | list) or not signals:
+        raise TypeError(
+            f"RunConfig: preemption_signals must be a non-empty tuple of signals, got {signals!r}."
+        )
+    valid = set(signal.valid_signals())
+    for sig in signals:
+        if isinstance(sig, bool) or not is_int(sig) or sig not in valid:
+            raise ValueError(f"RunConfig: preemption_signals holds {sig!r}, which is not a signal number.")
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            raise ValueError(
+                f"RunConfig: preemption_signals cannot hold {signal.Signals(sig).name}: it cannot be caught."
+            )
+    if not isinstance(config.exit_on_hang, bool):
+        raise TypeError(f"RunConfig: exit_on_hang must be a bool, got {type_name(config.exit_on_hang)}.")
+    if config.exit_on_hang and config.hang_timeout_secs is None:
+        raise ValueError("RunConfig: exit_on_hang needs hang_timeout_secs.")
+    local, every = config.local_checkpoint_dir, config.local_save_checkpoints_steps
+    if local is not None and (not isinstance(local, str) or not local):
+        raise ValueError(f"RunConfig: local_checkpoint_dir must be a non-empty path, got {local!r}.")
+    if every is not None and (isinstance(every, bool) or not is_int(every) or every < 1):
+        raise ValueError(f"RunConfig: local_save_checkpoints_steps must be an int >= 1, got {every!r}.")
+    if (local is None) != (every is None):
+        raise ValueError(
+            "RunConfig: local_checkpoint_dir and local_save_checkpoints_steps are set together "
+            f"(got {local!r} and {every!r})."
+        )
 
 
 _T = TypeVar("_T")
@@ -123,6 +164,16 @@ class _Field(Generic[_T]):
 
     def __set__(self, obj: object, value: _T) -> None:
         raise AttributeError(f"RunConfig.{self._name} is read-only; use config.replace({self._name}=...).")
+
+
+def _path(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _signals(value: Any) -> Any:
+    """A list of signals as a tuple (the stored form); anything else as given, for
+    ``_validate`` to refuse."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 class RunConfig:
@@ -167,15 +218,33 @@ class RunConfig:
         number > 0), for the ``perf/mfu`` training summary; None (default): the bf16
         dense peak of a known device kind (``jaxspec.loop_cost.PEAK_BF16_FLOPS``: TPU
         v4/v5e/v5p/v6e, A100, H100, H200), and no ``perf/mfu`` on CPU or other kinds.
+      heartbeat_timeout_secs: (a JAX addition) seconds, > 0 (100, JAX's default): once a
+        process of a multi-process run has been silent this long, the others stop with
+        an ERROR naming it (``docs/cluster.md``, "What failures look like").
+      preemption_signals: (a JAX addition) tuple of signal numbers
+        (``(signal.SIGTERM,)``): each one received during ``train`` saves a checkpoint at
+        the next step that can be reached and exits with status 143, as a SIGTERM does
+        (add ``signal.SIGUSR1`` for Slurm's ``--signal=USR1@60``).
+      hang_timeout_secs: (a JAX addition) seconds, > 0, or None (default: no watchdog):
+        when no training step ends within it (after the first compile), one ERROR names
+        the stage the loop waits in and every thread's stack is dumped, once per hang.
+      exit_on_hang: (a JAX addition) bool, False: also exit (status 124, ``timeout``'s)
+        after the hang report, so that a scheduler restarts the job.
+      local_checkpoint_dir / local_save_checkpoints_steps: (a JAX addition) a node-local
+        directory (str) and the steps (int >= 1) between saves to it, set together or
+        not at all: frequent checkpoints go there while the model_dir keeps
+        ``save_checkpoints_steps``; restore takes the newest intact checkpoint of the two.
 
     Raises:
       ValueError: both checkpoint intervals set; a field breaks its rule (negative
         counts, ``keep_checkpoint_every_n_hours <= 0``, ``log_step_count_steps <= 0``,
         a non-integer seed, an empty model_dir, master and cluster both set,
         ``steps_per_execution`` neither ``'auto'`` nor an int >= 1,
-        ``peak_flops_per_device <= 0``, ...).
+        ``peak_flops_per_device <= 0``, a preemption signal that is not a catchable
+        signal, only one of the local tier's two fields, ...).
       TypeError: a count that is not a number; tpu_config that is not a TPUConfig;
-        export_jax_artifact that is not a bool.
+        export_jax_artifact or exit_on_hang that is not a bool; preemption_signals that
+        is not a non-empty tuple.
     """
 
     # The fields, in REPLACEABLE_FIELDS' order, then the ones replace() may not change.
@@ -200,6 +269,12 @@ class RunConfig:
     steps_per_execution: _Field[int | str] = _Field()
     export_jax_artifact: _Field[bool] = _Field()
     peak_flops_per_device: _Field[float | None] = _Field()
+    heartbeat_timeout_secs: _Field[float] = _Field()
+    preemption_signals: _Field[tuple[int, ...]] = _Field()
+    hang_timeout_secs: _Field[float | None] = _Field()
+    exit_on_hang: _Field[bool] = _Field()
+    local_checkpoint_dir: _Field[str | None] = _Field()
+    local_save_checkpoints_steps: _Field[int | None] = _Field()
     evaluation_master: _Field[str | None] = _Field()
     master: _Field[str | None] = _Field()
     cluster: _Field[Any] = _Field()
@@ -230,6 +305,12 @@ class RunConfig:
         steps_per_execution: int | str = "auto",
         export_jax_artifact: bool = False,
         peak_flops_per_device: float | None = None,
+        heartbeat_timeout_secs: float = 100,
+        preemption_signals: tuple[int, ...] = (signal.SIGTERM,),
+        hang_timeout_secs: float | None = None,
+        exit_on_hang: bool = False,
+        local_checkpoint_dir: str | os.PathLike[str] | None = None,
+        local_save_checkpoints_steps: int | None = None,
     ) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
@@ -271,6 +352,12 @@ class RunConfig:
             steps_per_execution=steps_per_execution,
             export_jax_artifact=export_jax_artifact,
             peak_flops_per_device=peak_flops_per_device,
+            heartbeat_timeout_secs=heartbeat_timeout_secs,
+            preemption_signals=_signals(preemption_signals),
+            hang_timeout_secs=hang_timeout_secs,
+            exit_on_hang=exit_on_hang,
+            local_checkpoint_dir=_path(local_checkpoint_dir),
+            local_save_checkpoints_steps=local_save_checkpoints_steps,
         )
         for key, value in values.items():
             object.__setattr__(self, "_" + key, value)
@@ -365,8 +452,10 @@ class RunConfig:
                 )
         new = copy.copy(self)
         for key, value in kwargs.items():
-            if key == "model_dir" and value is not None:
-                value = os.fspath(value)
+            if key in ("model_dir", "local_checkpoint_dir"):
+                value = _path(value)
+            if key == "preemption_signals":
+                value = _signals(value)
             object.__setattr__(new, "_" + key, value)
         steps, secs = new.save_checkpoints_steps, new.save_checkpoints_secs
         if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" in kwargs:
