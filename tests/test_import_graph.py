@@ -3,9 +3,10 @@ modules nor between subpackages (``jaxspec.loop`` -> ``jaxspec.hooks`` -> ``jaxs
 is a cycle even when no single module closes it; a module directly in the package counts
 as a unit of its own).
 
-Every import counts, module-level or inside a function (a lazy import that closes a
-cycle is still a cycle); only imports under ``if TYPE_CHECKING:`` are skipped, since
-they never run. Edges are kept within one package: jaxspec's lazy imports of tf_bridge
+Every import counts: module-level, inside a function (a lazy import that closes a
+cycle is still a cycle) or under ``if TYPE_CHECKING:`` (a type-only import that closes a
+cycle still ties the lower layer to the upper one: the contract names a ``Session``
+Protocol instead of the loop's class). Edges are kept within one package: jaxspec's lazy imports of tf_bridge
 exist to keep TensorFlow out of ``import jaxspec`` and are checked separately.
 """
 
@@ -29,24 +30,12 @@ def _modules(package: str) -> dict[str, pathlib.Path]:
     return out
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
 def _imports(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
     """The modules of the same package that ``name`` imports."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_lines(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -166,6 +155,30 @@ def test_the_walk_sees_a_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.Monke
     (pkg / "b.py").write_text("def f():\n    from cyc import a\n    return a\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert _cycles("cyc") == [["cyc.a", "cyc.b", "cyc.a"]]
+
+
+def test_the_walk_sees_a_type_only_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import under ``if TYPE_CHECKING:`` that closes a cycle is a cycle."""
+    pkg = tmp_path / "tyc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tyc.high import Session\n"
+    )
+    (pkg / "high.py").write_text("from tyc.low import *\nclass Session: ...\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert _cycles("tyc") == [["tyc.high", "tyc.low", "tyc.high"]]
+
+
+def test_the_contract_names_no_loop_class() -> None:
+    """The hooks and the contract type their session as ``spec.hooks.Session``; the
+    loop's HostSession satisfies it structurally."""
+    from jaxspec.loop.hook_runner import HostSession
+    from jaxspec.spec.hooks import Session
+
+    assert isinstance(HostSession(), Session)
+    for unit in ("jaxspec.spec", "jaxspec.hooks"):
+        assert "jaxspec.loop" not in _unit_graph("jaxspec")[unit]
 
 
 def test_the_walk_sees_a_subpackage_cycle(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

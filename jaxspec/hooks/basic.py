@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from jaxspec.spec.hooks import (
+    NEVER,
+    Session,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 from jaxspec.store.summaries import write_scalars
-
-if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
-    from jaxspec.loop.hook_runner import HostSession
 
 _log = logging.getLogger("jaxspec")
 
@@ -99,7 +103,7 @@ class LoggingTensorHook(SessionRunHook):
         if self._timer is not None:
             self._timer.reset()
 
-    def after_create_session(self, session: HostSession, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: Any) -> None:
         """Note the global step iterations count from."""
         self._start = int(getattr(session, "global_step", 0) or 0)
 
@@ -138,7 +142,7 @@ class LoggingTensorHook(SessionRunHook):
             self._log_values(run_values.results, elapsed)
         self._iter += iterations
 
-    def end(self, session: HostSession) -> None:
+    def end(self, session: Session) -> None:
         """Log the last values when ``at_end``."""
         if self._at_end:
             self._log_values(session.run(self._names))
@@ -174,7 +178,7 @@ class StopAtStepHook(SessionRunHook):
         exists: True)."""
         return self._last_step is None or step >= self._last_step
 
-    def after_create_session(self, session: HostSession, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: Any) -> None:
         """Fix ``last_step`` from the current global step when num_steps was given."""
         if self._num_steps is not None:
             self._last_step = int(session.global_step) + self._num_steps
@@ -410,7 +414,7 @@ class FinalOpsHook(SessionRunHook):
         """The values read in ``end()`` (same structure as final_ops)."""
         return self._values
 
-    def end(self, session: HostSession) -> None:
+    def end(self, session: Session) -> None:
         """Read the final values."""
         values = session.run(self._names)
         self._values = next(iter(values.values())) if self._single else values

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from jaxspec.spec.hooks import (
+    NEVER,
+    Session,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 from jaxspec.store import summaries
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
-
-if TYPE_CHECKING:  # type-only: the loop and the facades sit above this layer
-    from jaxspec.loop.hook_runner import HostSession
 
 _log = logging.getLogger("jaxspec")
 
@@ -20,21 +24,21 @@ _log = logging.getLogger("jaxspec")
 class CheckpointSaverListener:
     """Called around each checkpoint save (``tf.estimator.CheckpointSaverListener``).
 
-    ``session`` arguments are the HostSession (``session.state``, ``session.global_step``).
+    ``session`` arguments are the Session (``session.state``, ``session.global_step``).
     ``after_save`` may return True to request that training stop.
     """
 
     def begin(self) -> None:
         """Called once before training."""
 
-    def before_save(self, session: HostSession, global_step_value: int) -> None:
+    def before_save(self, session: Session, global_step_value: int) -> None:
         """Called before a save at ``global_step_value``."""
 
-    def after_save(self, session: HostSession, global_step_value: int) -> bool | None:
+    def after_save(self, session: Session, global_step_value: int) -> bool | None:
         """Called after a save started (Orbax may still be writing in the background)."""
         return None
 
-    def end(self, session: HostSession, global_step_value: int) -> None:
+    def end(self, session: Session, global_step_value: int) -> None:
         """Called once at the end of training."""
 
 
@@ -42,7 +46,7 @@ class CheckpointSaverHook(SessionRunHook):
     """Saves the state every N steps or seconds, and at the end
     (``tf.estimator.CheckpointSaverHook``).
 
-    The state is the HostSession's (the JAX form of saving variables); checkpoints go to
+    The state is the Session's (the JAX form of saving variables); checkpoints go to
     ``checkpoint_dir/checkpoints/<global_step>`` through Orbax (atomic, asynchronous).
     The Estimator adds one of these as a chief hook, as tf.estimator does.
 
@@ -84,7 +88,7 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             listener.begin()
 
-    def after_create_session(self, session: HostSession, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: Any) -> None:
         """Save the state training starts from, as TF does ("Saving checkpoints for 0
         into ..." on a fresh start), so an early failure leaves a checkpoint; a resumed
         step is on disk already and not written again. Listeners are called either way,
@@ -132,7 +136,7 @@ class CheckpointSaverHook(SessionRunHook):
             if self._save(run_context.session, step)[1]:
                 run_context.request_stop()
 
-    def end(self, session: HostSession) -> None:
+    def end(self, session: Session) -> None:
         """Save the final step (if not saved yet), wait for it, then end the listeners."""
         step = int(session.global_step)
         if step != self._saved_step:
@@ -142,7 +146,7 @@ class CheckpointSaverHook(SessionRunHook):
             listener.end(session, step)
 
     def _save(
-        self, session: HostSession, step: int, with_extras: bool = True
+        self, session: Session, step: int, with_extras: bool = True
     ) -> tuple[SavedCheckpoint | None, bool]:
         """Save ``step``: the save's record (None when none started) and whether a
         listener's ``after_save`` asked to stop."""

@@ -4,13 +4,17 @@ profile plugin (``tensorboard-plugin-profile``)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-
-if TYPE_CHECKING:  # type-only: the loop sits above this layer
-    from jaxspec.loop.hook_runner import HostSession
+from jaxspec.spec.hooks import (
+    NEVER,
+    Session,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 
 
 class ProfilerHook(SessionRunHook):
@@ -73,7 +77,7 @@ class ProfilerHook(SessionRunHook):
         self._tracing = False
         self._first_run = True
 
-    def after_create_session(self, session: HostSession, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: Any) -> None:
         """Start counting from the global step at session creation (tf.estimator's)."""
         if self._timer is not None:
             self._timer.update_last_triggered_step(int(session.global_step))
@@ -142,7 +146,7 @@ class ProfilerHook(SessionRunHook):
         jax.profiler.stop_trace()
         self._tracing = False
 
-    def end(self, session: HostSession) -> None:
+    def end(self, session: Session) -> None:
         """Close an open trace."""
         if self._tracing:
             self._stop()

@@ -2,7 +2,7 @@
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.estimator_spec import EstimatorSpec
-from jaxspec.spec.hooks import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from jaxspec.spec.hooks import Session, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from jaxspec.spec.npu_estimator_spec import NPUEstimatorSpec
 from jaxspec.spec.scaffold import Scaffold
 from jaxspec.spec.tpu_estimator_spec import TPUEstimatorSpec
@@ -12,6 +12,7 @@ __all__ = [
     "ModeKeys",
     "NPUEstimatorSpec",
     "Scaffold",
+    "Session",
     "SessionRunArgs",
     "SessionRunContext",
     "SessionRunHook",

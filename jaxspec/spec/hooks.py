@@ -1,8 +1,8 @@
 """The SessionRunHook protocol, as tf.estimator's hooks know it.
 
 JAX has no ``tf.compat.v1.Session``: where TF passes one, hooks get a host-side stand-in
-(``jaxspec.loop.hook_runner.HostSession``: ``session.state``, ``session.global_step``
-and ``session.run(fetches)``), and ``fetches`` name values the compiled step returns
+(a ``Session``: ``session.state``, ``session.global_step`` and ``session.run(fetches)``;
+the loop's ``HostSession`` is one), and ``fetches`` name values the compiled step returns
 (``'loss'``, ``'global_step'``, prediction keys) instead of graph tensors. With
 ``iterations_per_loop > 1`` a hook runs once per loop, as TPUEstimator's do.
 
@@ -65,10 +65,31 @@ runs on the devices while the host handles loop k.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # type-only: the loop sits above the contract layer
-    from jaxspec.loop.hook_runner import HostSession
+
+@runtime_checkable
+class Session(Protocol):
+    """What a hook may touch where TF passes a ``tf.compat.v1.Session``: the loop's
+    ``HostSession`` has these three members (the contract names no loop class).
+
+    - ``state``: the state pytree at ``global_step`` (a JAX addition: hooks that save or
+      inspect the model read it instead of variables); None while a loop dispatched
+      ahead holds it (donated).
+    - ``global_step``: the current global step (int).
+    - ``run(fetches)``: ``fetches`` (a name, or a list/tuple/dict of names, as TF's
+      ``Session.run`` takes tensors) resolved to the latest numpy values the step
+      returned (``'global_step'``, ``'loss'``, the hook's ``step_tensors()`` names).
+    """
+
+    @property
+    def state(self) -> Any: ...
+
+    @property
+    def global_step(self) -> int: ...
+
+    def run(self, fetches: Any) -> Any: ...
+
 
 #: What ``next_required_step`` returns for a hook that needs no particular step (one
 #: that triggers on time, or only acts in ``begin``/``end``): a step no training reaches.
@@ -79,18 +100,18 @@ class SessionRunHook:
     """Base class of hooks (``tf.estimator.SessionRunHook``); every method is a no-op.
 
     Call order over one ``train``/``evaluate``/``predict`` call: ``begin()`` once,
-    ``after_create_session(session, coord)`` once (``session`` the HostSession, ``coord``
+    ``after_create_session(session, coord)`` once (``session`` the Session, ``coord``
     None: no TF coordinator), then per step (per loop when ``iterations_per_loop > 1``)
     ``before_run(run_context)`` and ``after_run(run_context, run_values)``, and
-    ``end(session)`` once at the end (the HostSession).
+    ``end(session)`` once at the end (the Session).
     """
 
     def begin(self) -> None:
         """Called once before the first step; the state may not exist yet."""
 
-    def after_create_session(self, session: HostSession, coord: Any) -> None:
-        """Called once the state exists (restored or initialised); ``session`` is the
-        HostSession, ``coord`` None."""
+    def after_create_session(self, session: Session, coord: Any) -> None:
+        """Called once the state exists (restored or initialised); ``session`` is a
+        ``Session``, ``coord`` None."""
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """Called before each step; return SessionRunArgs naming values to fetch."""
@@ -99,7 +120,7 @@ class SessionRunHook:
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Called after each step with the fetched values in ``run_values.results``."""
 
-    def end(self, session: HostSession) -> None:
+    def end(self, session: Session) -> None:
         """Called once at the end of train/evaluate/predict (not after an exception)."""
 
     def next_required_step(self, global_step: int) -> int | None:
@@ -180,7 +201,7 @@ class SessionRunValues(namedtuple("SessionRunValues", ["results", "options", "ru
 class SessionRunContext:
     """Context handed to ``before_run``/``after_run`` (``tf.train.SessionRunContext``).
 
-    ``original_args`` is the SessionRunArgs of the step, ``session`` the HostSession the
+    ``original_args`` is the SessionRunArgs of the step, ``session`` the Session the
     loop passes (None when constructed without one).
     ``request_stop()`` ends the loop after the current step (loop, with
     ``iterations_per_loop > 1``). ``iterations`` (a JAX addition) is the number of
@@ -190,7 +211,7 @@ class SessionRunContext:
     def __init__(
         self,
         original_args: SessionRunArgs | None = None,
-        session: HostSession | None = None,
+        session: Session | None = None,
         iterations: int = 1,
     ) -> None:
         self._original_args = original_args
@@ -210,8 +231,8 @@ class SessionRunContext:
         return self._original_args
 
     @property
-    def session(self) -> HostSession | None:
-        """The HostSession (``state``, ``global_step``, ``run(fetches)``) the loop gave,
+    def session(self) -> Session | None:
+        """The ``Session`` (``state``, ``global_step``, ``run(fetches)``) the loop gave,
         or None: a compiled JAX step has no ``tf.compat.v1.Session``."""
         return self._session
 
