@@ -9,20 +9,51 @@ string tensor TF Serving expects.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
 from jaxspec._checks import is_array, is_floating, is_string_array, type_name
 
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class ExportOutputVisitor(Protocol[_R_co]):
+    """What one export step does with each kind of export output: the SavedModel's
+    signature tensors and SignatureDef (``tf_bridge.export``), the jax.export artifact's
+    rules (``jaxspec.export.serving``), the conversion to TF's classes. A kind calls its
+    own method (``ExportOutput.accept``), so a new kind is one new method here and one
+    class, not a branch in every module that exports."""
+
+    def classification(self, head: ClassificationOutput) -> _R_co: ...
+
+    def regression(self, head: RegressionOutput) -> _R_co: ...
+
+    def predict(self, head: PredictOutput) -> _R_co: ...
+
 
 class ExportOutput:
-    """Base class of the three export outputs (``tf.estimator.export.ExportOutput``)."""
+    """Base class of the three export outputs (``tf.estimator.export.ExportOutput``).
+
+    A kind answers for itself: ``method_name`` (the SignatureDef's method), ``kind``
+    (its name in messages: ``'classification'``, ``'regression'``, ``'predict'``), whether its
+    signature takes serialized ``tf.Example``s (``takes_examples``: classify and regress
+    do, as TF Serving's Classify/Regress APIs), which outputs are served as float32
+    (``float32_keys``), and ``accept(visitor)``, which calls the visitor's method for
+    the kind (TF's ``as_signature_def`` does the same work in one method per class)."""
 
     method_name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    takes_examples: ClassVar[bool] = False
+    float32_keys: ClassVar[tuple[str, ...]] = ()
 
     def tensors(self) -> dict[str, Any]:
         """The arrays this head outputs, by signature output key."""
+        raise NotImplementedError
+
+    def accept(self, visitor: ExportOutputVisitor[_R]) -> _R:
+        """``visitor.<kind>(self)``: the visitor's method for this kind of output."""
         raise NotImplementedError
 
 
@@ -43,6 +74,9 @@ class ClassificationOutput(ExportOutput):
     """
 
     method_name: ClassVar[str] = "tensorflow/serving/classify"
+    kind: ClassVar[str] = "classification"
+    takes_examples: ClassVar[bool] = True
+    float32_keys: ClassVar[tuple[str, ...]] = ("scores",)
 
     def __init__(self, scores: Any = None, classes: Any = None) -> None:
         if scores is None and classes is None:
@@ -87,6 +121,10 @@ class ClassificationOutput(ExportOutput):
             out["classes"] = self._classes
         return out
 
+    def accept(self, visitor: ExportOutputVisitor[_R]) -> _R:
+        """``visitor.classification(self)``."""
+        return visitor.classification(self)
+
 
 class RegressionOutput(ExportOutput):
     """A regression head: ``tensorflow/serving/regress`` (output key ``outputs``), as
@@ -100,6 +138,9 @@ class RegressionOutput(ExportOutput):
     """
 
     method_name: ClassVar[str] = "tensorflow/serving/regress"
+    kind: ClassVar[str] = "regression"
+    takes_examples: ClassVar[bool] = True
+    float32_keys: ClassVar[tuple[str, ...]] = ("outputs",)
 
     def __init__(self, value: Any) -> None:
         if not (is_array(value) and is_floating(value)):
@@ -118,6 +159,10 @@ class RegressionOutput(ExportOutput):
         """``{'outputs': value}``."""
         return {"outputs": self._value}
 
+    def accept(self, visitor: ExportOutputVisitor[_R]) -> _R:
+        """``visitor.regression(self)``."""
+        return visitor.regression(self)
+
 
 class PredictOutput(ExportOutput):
     """A generic head: ``tensorflow/serving/predict``, as ``tf.estimator.export.PredictOutput``.
@@ -133,6 +178,7 @@ class PredictOutput(ExportOutput):
     """
 
     method_name: ClassVar[str] = "tensorflow/serving/predict"
+    kind: ClassVar[str] = "predict"
     DEFAULT_KEY: ClassVar[str] = "output"
     SEPARATOR: ClassVar[str] = "/"
 
@@ -158,3 +204,7 @@ class PredictOutput(ExportOutput):
     def tensors(self) -> dict[str, Any]:
         """The outputs dict."""
         return dict(self._outputs)
+
+    def accept(self, visitor: ExportOutputVisitor[_R]) -> _R:
+        """``visitor.predict(self)``."""
+        return visitor.predict(self)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxspec.export.export_output import ClassificationOutput, ExportOutput, RegressionOutput
+from jaxspec.export.export_output import ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput
 from jaxspec.export.slim import ExportFn, keep_leaves, leaves_read
 
 DIRECTORY = "jax"
@@ -38,28 +38,37 @@ FORMAT = "jaxspec.jax_serving"
 FORMAT_VERSION = 1
 
 
-def _head_outputs(head: ExportOutput, out: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The head's outputs the JAX function returns, and how each signature output is
-    made from them (the rules ``tf_bridge._signatures`` applies in the graph)."""
-    if isinstance(head, RegressionOutput):
+class _ArtifactRules:
+    """Per kind of head: the outputs the JAX function returns, and how each signature
+    output is made from them (the rules ``tf_bridge.export.signatures`` applies in the
+    graph)."""
+
+    def __init__(self, out: Mapping[str, Any]) -> None:
+        self.out = out
+
+    def regression(self, head: RegressionOutput) -> tuple[list[str], list[dict[str, Any]]]:
         return ["outputs"], [{"name": "outputs", "from": "outputs"}]
-    if isinstance(head, ClassificationOutput):
+
+    def classification(self, head: ClassificationOutput) -> tuple[list[str], list[dict[str, Any]]]:
+        out = self.out
         computed = [k for k in ("scores", "classes") if k in out]
-        rules = [{"name": "scores", "from": "scores"}] if "scores" in out else []
+        rules: list[dict[str, Any]] = [{"name": "scores", "from": "scores"}] if "scores" in out else []
         vocab = head.class_vocabulary
         if vocab is not None:
             rules.append({"name": "classes", "tile": np.asarray(vocab).astype(str).tolist()})
         elif "classes" in out:
             rules.append({"name": "classes", "from": "classes", "as_string": True})
         return computed, rules
-    names = getattr(head, "class_names", {})
-    rules = []
-    for key in out:
-        rule: dict[str, Any] = {"name": key, "from": key}
-        if key in names:
-            rule["gather"] = np.asarray(names[key]).astype(str).tolist()
-        rules.append(rule)
-    return list(out), rules
+
+    def predict(self, head: PredictOutput) -> tuple[list[str], list[dict[str, Any]]]:
+        names = getattr(head, "class_names", {})
+        rules = []
+        for key in self.out:
+            rule: dict[str, Any] = {"name": key, "from": key}
+            if key in names:
+                rule["gather"] = np.asarray(names[key]).astype(str).tolist()
+            rules.append(rule)
+        return list(self.out), rules
 
 
 def _serve_fn(
@@ -79,10 +88,9 @@ def _serve_fn(
         )
         out = predict(jax.tree_util.tree_unflatten(treedef, weights), step, features, None)["heads"][head_key]
         result = {k: out[k] for k in computed}
-        if isinstance(head, (ClassificationOutput, RegressionOutput)):
-            for k in ("scores", "outputs"):  # float32, as TF Serving's classify/regress take
-                if k in result and jnp.issubdtype(result[k].dtype, jnp.floating):
-                    result[k] = result[k].astype(jnp.float32)
+        for k in head.float32_keys:  # float32, as TF Serving's classify/regress take
+            if k in result and jnp.issubdtype(result[k].dtype, jnp.floating):
+                result[k] = result[k].astype(jnp.float32)
         return result
 
     return serve
@@ -140,7 +148,7 @@ def serving_files(
     files: dict[str, bytes] = {}
     described = {}
     for i, (key, (head_key, inputs, inputs_are)) in enumerate(signatures.items()):
-        computed, rules = _head_outputs(heads[head_key], heads_out[head_key])
+        computed, rules = heads[head_key].accept(_ArtifactRules(heads_out[head_key]))
         serve = _serve_fn(
             slim.fns["predict"], treedef, head_key, heads[head_key], computed, inputs, features_def
         )

@@ -39,6 +39,23 @@ def _classes_to_tf(head: Any, scores: Any, to_tensor: Callable[[Any], Any]) -> A
     return tf.tile(table, tf.stack([rows, 1]))
 
 
+class _ToTF:
+    """A jaxspec head as TensorFlow's export output of the same kind."""
+
+    def __init__(self, to_tensor: Callable[[Any], Any]) -> None:
+        self.to_tensor = to_tensor
+
+    def classification(self, head: jx.ClassificationOutput) -> Any:
+        scores = None if head.scores is None else tf.cast(self.to_tensor(np.asarray(head.scores)), tf.float32)
+        return tfs.ClassificationOutput(scores=scores, classes=_classes_to_tf(head, scores, self.to_tensor))
+
+    def regression(self, head: jx.RegressionOutput) -> Any:
+        return tfs.RegressionOutput(tf.cast(self.to_tensor(np.asarray(head.value)), tf.float32))
+
+    def predict(self, head: jx.PredictOutput) -> Any:
+        return tfs.PredictOutput({k: self.to_tensor(np.asarray(v)) for k, v in head.outputs.items()})
+
+
 def export_outputs_to_tf(
     export_outputs: Mapping[str, Any], to_tensor: Callable[[Any], Any] = tf.convert_to_tensor
 ) -> dict[str, Any]:
@@ -59,17 +76,9 @@ def export_outputs_to_tf(
     """
     out: dict[str, Any] = {}
     for key, head in export_outputs.items():
-        if isinstance(head, jx.ClassificationOutput):
-            scores = None if head.scores is None else tf.cast(to_tensor(np.asarray(head.scores)), tf.float32)
-            out[key] = tfs.ClassificationOutput(
-                scores=scores, classes=_classes_to_tf(head, scores, to_tensor)
-            )
-        elif isinstance(head, jx.RegressionOutput):
-            out[key] = tfs.RegressionOutput(tf.cast(to_tensor(np.asarray(head.value)), tf.float32))
-        elif isinstance(head, jx.PredictOutput):
-            out[key] = tfs.PredictOutput({k: to_tensor(np.asarray(v)) for k, v in head.outputs.items()})
-        else:
+        if not isinstance(head, jx.ExportOutput):
             raise TypeError(f"export_outputs[{key!r}] is not a jaxspec ExportOutput: {type(head).__name__}.")
+        out[key] = head.accept(_ToTF(to_tensor))
     return out
 
 
@@ -115,17 +124,30 @@ def export_outputs_from_tf(
     get = fetch or (lambda t: tf.nest.map_structure(_eager_value, t))
     out: dict[str, Any] = {}
     for key, head in export_outputs.items():
-        if isinstance(head, tfs.ClassificationOutput):
-            scores = None if head.scores is None else np.asarray(get(head.scores))
-            classes = None if head.classes is None else _classes_from_tf(key, get(head.classes))
-            out[key] = jx.ClassificationOutput(scores=scores, classes=classes)
-        elif isinstance(head, tfs.RegressionOutput):
-            out[key] = jx.RegressionOutput(np.asarray(get(head.value)))
-        elif isinstance(head, tfs.PredictOutput):
-            out[key] = jx.PredictOutput({k: np.asarray(v) for k, v in get(dict(head.outputs)).items()})
-        else:
+        convert = next((fn for kind, fn in _FROM_TF if isinstance(head, kind)), None)
+        if convert is None:
             raise TypeError(f"export_outputs[{key!r}] has no jaxspec counterpart: {type(head).__name__}.")
+        out[key] = convert(key, head, get)
     return out
+
+
+def _classification_from_tf(key: str, head: Any, get: Callable[[Any], Any]) -> jx.ClassificationOutput:
+    scores = None if head.scores is None else np.asarray(get(head.scores))
+    classes = None if head.classes is None else _classes_from_tf(key, get(head.classes))
+    return jx.ClassificationOutput(scores=scores, classes=classes)
+
+
+# TensorFlow's kinds (its classes have no visitor), each with its jaxspec conversion.
+_FROM_TF: tuple[tuple[type, Callable[[str, Any, Callable[[Any], Any]], jx.ExportOutput]], ...] = (
+    (tfs.ClassificationOutput, _classification_from_tf),
+    (tfs.RegressionOutput, lambda key, head, get: jx.RegressionOutput(np.asarray(get(head.value)))),
+    (
+        tfs.PredictOutput,
+        lambda key, head, get: jx.PredictOutput(
+            {k: np.asarray(v) for k, v in get(dict(head.outputs)).items()}
+        ),
+    ),
+)
 
 
 def check_metric_names(names: Iterable[Any]) -> list[str]:

@@ -37,7 +37,7 @@ def check_heads(heads: Any) -> dict[str, ExportOutput]:
     for key, head in heads.items():
         if not isinstance(key, str):
             raise ValueError(f"heads: every key has to be a str; got {key!r}.")
-        if not isinstance(head, (ClassificationOutput, RegressionOutput, PredictOutput)):
+        if not isinstance(head, ExportOutput):
             raise ValueError(
                 f"heads[{key!r}] has to be a ClassificationOutput, RegressionOutput or "
                 f"PredictOutput; got {type(head).__name__}."
@@ -124,23 +124,33 @@ def head_tensors(
         out = outputs[key]
         if not isinstance(out, Mapping) or not all(isinstance(k, str) for k in out):
             raise ValueError(f"serving_fn output for head {key!r} has to be a dict of str to arrays.")
-        out = dict(out)
-        if isinstance(head, ClassificationOutput):
-            tensors = _classification(key, head, out, batch_of)
-        elif isinstance(head, RegressionOutput):
-            if set(out) != {"outputs"}:
-                raise ValueError(
-                    f"serving_fn output for regression head {key!r} has to be {{'outputs': value}}; "
-                    f"got keys {sorted(out)}."
-                )
-            tensors = {"outputs": _as_float32(out["outputs"], f"head {key!r} outputs")}
-        else:
-            if not out:
-                raise ValueError(f"serving_fn returned no outputs for predict head {key!r}.")
-            tensors = _named_classes(head, out)
+        tensors = head.accept(_SignatureTensors(key, dict(out), batch_of))
         with tf.name_scope(_scope_name(key)):
             result[key] = {name: tf.identity(t, name=_scope_name(name)) for name, t in tensors.items()}
     return result
+
+
+class _SignatureTensors:
+    """Per kind of head: the tensors its signature exposes, from serving_fn's outputs."""
+
+    def __init__(self, key: str, out: dict[str, tf.Tensor], batch_of: tf.Tensor) -> None:
+        self.key, self.out, self.batch_of = key, out, batch_of
+
+    def classification(self, head: ClassificationOutput) -> dict[str, tf.Tensor]:
+        return _classification(self.key, head, self.out, self.batch_of)
+
+    def regression(self, head: RegressionOutput) -> dict[str, tf.Tensor]:
+        if set(self.out) != {"outputs"}:
+            raise ValueError(
+                f"serving_fn output for regression head {self.key!r} has to be {{'outputs': value}}; "
+                f"got keys {sorted(self.out)}."
+            )
+        return {"outputs": _as_float32(self.out["outputs"], f"head {self.key!r} outputs")}
+
+    def predict(self, head: PredictOutput) -> dict[str, tf.Tensor]:
+        if not self.out:
+            raise ValueError(f"serving_fn returned no outputs for predict head {self.key!r}.")
+        return _named_classes(head, self.out)
 
 
 def _named_classes(head: PredictOutput, out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -188,30 +198,49 @@ def _unfed_placeholders(inputs: Iterable[Any], outputs: Iterable[tf.Tensor]) -> 
     return sorted(missing)
 
 
+def _one_examples_tensor(head: ExportOutput, receivers: dict[str, Any]) -> None:
+    """ValueError unless the receiver is one string tensor (serialized tf.Examples), as
+    TF Serving's Classify and Regress APIs take."""
+    kind = head.kind
+    if len(receivers) != 1:
+        raise ValueError(
+            f"a {kind} signature takes exactly one string receiver tensor (serialized "
+            f"tf.Examples); the receiver has {len(receivers)}: {sorted(receivers)}."
+        )
+    (examples,) = receivers.values()
+    if not isinstance(examples, tf.Tensor) or examples.dtype != tf.string:
+        raise ValueError(
+            f"a {kind} signature takes a string receiver tensor (serialized tf.Examples); "
+            f"got {_dtype_name(examples)}."
+        )
+
+
+class _SignatureDef:
+    """Per kind of head: its SignatureDef over the receiver tensors (TF's builders)."""
+
+    def __init__(self, receivers: dict[str, Any], tensors: dict[str, tf.Tensor]) -> None:
+        self.receivers, self.tensors = receivers, tensors
+
+    def classification(self, head: ClassificationOutput) -> Any:
+        (examples,) = self.receivers.values()
+        return tf.compat.v1.saved_model.classification_signature_def(
+            examples, self.tensors.get("classes"), self.tensors.get("scores")
+        )
+
+    def regression(self, head: RegressionOutput) -> Any:
+        (examples,) = self.receivers.values()
+        return tf.compat.v1.saved_model.regression_signature_def(examples, self.tensors["outputs"])
+
+    def predict(self, head: PredictOutput) -> Any:
+        return tf.compat.v1.saved_model.predict_signature_def(self.receivers, self.tensors)
+
+
 def _one_signature(head: ExportOutput, receivers: dict[str, Any], tensors: dict[str, tf.Tensor]) -> Any:
     """The SignatureDef for one head and one receiver group; ValueError when TF would
     leave it out."""
-    if isinstance(head, (ClassificationOutput, RegressionOutput)):
-        kind = "classification" if isinstance(head, ClassificationOutput) else "regression"
-        if len(receivers) != 1:
-            raise ValueError(
-                f"a {kind} signature takes exactly one string receiver tensor (serialized "
-                f"tf.Examples); the receiver has {len(receivers)}: {sorted(receivers)}."
-            )
-        (examples,) = receivers.values()
-        if not isinstance(examples, tf.Tensor) or examples.dtype != tf.string:
-            raise ValueError(
-                f"a {kind} signature takes a string receiver tensor (serialized tf.Examples); "
-                f"got {_dtype_name(examples)}."
-            )
-        if kind == "classification":
-            signature = tf.compat.v1.saved_model.classification_signature_def(
-                examples, tensors.get("classes"), tensors.get("scores")
-            )
-        else:
-            signature = tf.compat.v1.saved_model.regression_signature_def(examples, tensors["outputs"])
-    else:
-        signature = tf.compat.v1.saved_model.predict_signature_def(receivers, tensors)
+    if head.takes_examples:
+        _one_examples_tensor(head, receivers)
+    signature = head.accept(_SignatureDef(receivers, tensors))
     missing = _unfed_placeholders(receivers.values(), tensors.values())
     if missing:
         raise ValueError(f"its outputs need placeholders that are not its inputs: {missing}.")
