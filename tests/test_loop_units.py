@@ -30,8 +30,10 @@ class _Script:
     """A fake input of ``loops`` loops, recording the order of reads, hook calls and
     accounts; ``fail_at`` makes reading that loop raise, ``stop_at`` stops at that loop."""
 
-    def __init__(self, loops: int, fail_at: int | None = None, stop_at: int | None = None) -> None:
-        self.loops, self.fail_at, self.stop_at = loops, fail_at, stop_at
+    def __init__(
+        self, loops: int, fail_at: int | None = None, stop_at: int | None = None, donate: bool = False
+    ) -> None:
+        self.loops, self.fail_at, self.stop_at, self.donate = loops, fail_at, stop_at, donate
         self.events: list[str] = []
 
     def dispatch(self, previous, before_run):
@@ -43,14 +45,14 @@ class _Script:
         if before_run is not None:
             before_run()
         self.events.append(f"dispatch {k}")
-        return InFlight(k, 1, f"out {k}")
+        return InFlight(k, 1, f"out {k}", took_previous=self.donate and before_run is None)
 
     def before_run(self):
         self.events.append("before_run")
 
-    def account(self, loop):
+    def account(self, loop, state_taken):
         assert loop.out == f"out {loop.first}"
-        self.events.append(f"account {loop.first}")
+        self.events.append(f"account {loop.first}" + (" (state taken)" if state_taken else ""))
         return loop.first == self.stop_at
 
 
@@ -76,6 +78,24 @@ def test_a_stop_drops_the_loop_dispatched_ahead():
     run_pipelined(script.dispatch, script.account, script.before_run, pipelined=True)
     assert script.events[-2:] == ["dispatch 2", "account 1"]  # loop 2 ran ahead, never accounted
     assert script.events.count("before_run") == 2
+
+
+def test_a_loop_ahead_that_took_the_state_is_accounted_even_after_a_stop():
+    """Donation travels with the dispatch: the loop ahead says it took loop k's state,
+    loop k's account is told so, and a stop at loop k (a SIGTERM) accounts for the loop
+    ahead instead of dropping it (loop k's state no longer exists)."""
+    script = _Script(5, stop_at=1, donate=True)
+    run_pipelined(script.dispatch, script.account, script.before_run, pipelined=True)
+    assert script.events == [
+        "before_run", "dispatch 0",
+        "dispatch 1", "account 0 (state taken)", "before_run",
+        "dispatch 2", "account 1 (state taken)", "before_run",
+        "account 2",
+    ]  # fmt: skip
+    # Without pipelining no dispatch is ahead, so nothing is taken.
+    script = _Script(3, donate=True)
+    run_pipelined(script.dispatch, script.account, script.before_run, pipelined=False)
+    assert not any("taken" in e for e in script.events)
 
 
 def test_an_input_error_ahead_waits_until_the_loop_before_is_accounted():

@@ -183,7 +183,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
             dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes, before),
         )
 
-    def account(current: InFlight) -> bool:
+    def account(current: InFlight, state_taken: bool) -> bool:
         nonlocal totals, values, done
         n, chunks = current.steps, current.out  # n: input steps
         if chunks[-1].out.totals is not None:  # merged in the loops (jaxspec.loop.eval_totals)

@@ -9,9 +9,12 @@ The bookkeeping that keeps this invisible to hooks lives here, once:
 - an error reading loop k+1's input is raised only once loop k is accounted for (its
   hooks, logs and checkpoints have seen it);
 - a stop requested at loop k drops loop k+1's results, so every hook, log and
-  checkpoint sees exactly the steps that count (training's loop ahead donates loop k's
-  state only where no hook can stop it; on a SIGTERM it is accounted for before the
-  stop: ``finish_ahead``).
+  checkpoint sees exactly the steps that count;
+- donation: a loop dispatched ahead says whether it took loop k's state
+  (``InFlight.took_previous``; training's loop ahead takes it only where no hook reads
+  it or can stop there). ``account`` is told so (the hooks then see ``session.state``
+  None), and a stop at loop k (a SIGTERM) accounts for that loop too instead of
+  dropping it, since loop k's state no longer exists.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ class InFlight(NamedTuple):
       steps: its step count.
       out: what the compiled loop returned (a TrainLoopOut or EvalLoopOut, still being
         computed on the devices).
+      took_previous: the dispatch took (donated) the state of the loop before it, so
+        that loop's output state no longer exists.
     """
 
     first: int
     steps: int
     out: Any
+    took_previous: bool = False
 
 
 #: What a dispatch ahead returns when the loop after ``previous`` must not start before
@@ -45,8 +51,9 @@ NOT_AHEAD: Any = object()
 # NOT_AHEAD (only when ``before_run`` is None, i.e. ahead): not now (an input read for
 # it stays with the dispatcher, for its next call).
 Dispatch = Callable[[InFlight | None, Callable[[], None] | None], Any]
-# ``account(loop)``: handle a loop's results (hooks' after_run included); True to stop.
-Account = Callable[[InFlight], bool]
+# ``account(loop, state_taken)``: handle a loop's results (hooks' after_run included);
+# ``state_taken``: the loop dispatched ahead took its output state. True to stop.
+Account = Callable[[InFlight, bool], bool]
 
 
 def run_pipelined(
@@ -54,19 +61,16 @@ def run_pipelined(
     account: Account,
     before_run: Callable[[], None],
     pipelined: bool,
-    finish_ahead: Callable[[InFlight], bool] | None = None,
 ) -> None:
     """Run loops until the input ends or ``account`` asks to stop.
 
     Args:
       dispatch: reads the next loop's input and dispatches it (see ``Dispatch``).
-      account: handles one loop's results, in order; returns True to stop.
+      account: handles one loop's results, in order (see ``Account``); returns True to
+        stop.
       before_run: the hooks' ``before_run`` for the next loop.
       pipelined: dispatch loop k+1 before accounting for loop k (where ``dispatch``
         does not answer NOT_AHEAD).
-      finish_ahead: ``finish_ahead(loop k)`` True: on a stop at loop k, account for the
-        loop dispatched ahead too instead of dropping it (training, when the loop ahead
-        took loop k's donated state).
 
     Raises:
       Whatever ``dispatch`` or ``account`` raise; an error of the dispatch ahead only
@@ -80,15 +84,11 @@ def run_pipelined(
                 ahead = dispatch(current, None)  # its before_run follows this loop's after_run
             except Exception as err:  # input_fn's error: raised once this loop is accounted for
                 deferred = err
-        if account(current):
-            if (
-                finish_ahead is not None
-                and ahead is not None
-                and ahead is not NOT_AHEAD
-                and finish_ahead(current)
-            ):
+        took = ahead if isinstance(ahead, InFlight) and ahead.took_previous else None
+        if account(current, took is not None):
+            if took is not None:  # loop k's state is gone: the loop ahead's steps count
                 before_run()
-                account(ahead)
+                account(took, False)
             return  # otherwise a loop dispatched ahead is dropped
         if deferred is not None:
             raise deferred

@@ -160,7 +160,6 @@ def _loops(
     loops, start, started_at = 0, lifecycle.global_step, time.perf_counter()
     replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
-    ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
     affordable = KeepAhead()
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> Any:
@@ -186,16 +185,14 @@ def _loops(
             return None
         if before_run is not None:
             before_run()
-        elif previous is not None and not keep:
-            ahead_took[:] = [previous]
-        return InFlight(first, group.steps, loop.dispatch(state, first, *group.args, keep_state=keep))
+        took = before_run is None and previous is not None and not keep  # ahead, donating
+        return InFlight(first, group.steps, loop.dispatch(state, first, *group.args, keep_state=keep), took)
 
-    def account(current: InFlight) -> bool:
+    def account(current: InFlight, state_taken: bool) -> bool:
         nonlocal loops
         started = time.perf_counter()
-        first, n, out = current
-        taken = bool(ahead_took) and ahead_took[-1] is current
-        stop = _account(phase, runner, own, [Chunk(first, n, out)], start, started_at, taken)
+        first, n, out, _ = current
+        stop = _account(phase, runner, own, [Chunk(first, n, out)], start, started_at, state_taken)
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
             per_step = (time.perf_counter() - started) / n
@@ -203,10 +200,7 @@ def _loops(
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
         return bool(stop) or preemption.triggered  # a stop keeps the state at this step
 
-    def finish_ahead(current: InFlight) -> bool:  # the loop ahead took current's state
-        return bool(ahead_took) and ahead_took[-1] is current
-
-    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead(), finish_ahead)
+    run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
     if lifecycle.state is not None:
         replicas.finish(lifecycle.state, lifecycle.global_step)
 
@@ -297,7 +291,6 @@ def _grouped_loops(
     preemption.progress = lambda: max(lifecycle.global_step, bound.done_step)
     start, started_at = lifecycle.global_step, time.perf_counter()
     read_ahead: list[tuple[int, Any]] = []  # [(first step, LoopInput) read, not dispatched]
-    ahead_took: list[InFlight] = []  # [the latest loop whose donated state a loop ahead took]
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
     tracked = phase.position is not None and phase.position.tracking  # the input's position is saved
@@ -324,8 +317,6 @@ def _grouped_loops(
             if not state_free_after(runner.hooks, first):
                 read_ahead[:] = [(first, group)]  # dispatched after loop k is accounted for
                 return NOT_AHEAD
-            assert previous is not None  # a loop ahead follows the one it takes the state of
-            ahead_took[:] = [previous]
         iterations[0] = group.steps
         if before_run is not None:
             before_run()
@@ -333,17 +324,14 @@ def _grouped_loops(
         chunks = dispatch_bounded(loop, bound, state, first, group.args, sizes, stoppable=not tracked)
         steps = sum(c.steps for c in chunks)
         iterations[0] = steps
-        return InFlight(first, steps, chunks)
+        return InFlight(first, steps, chunks, took_previous=before_run is None)  # ahead: it took loop k's
 
-    def taken(current: InFlight) -> bool:  # a loop ahead took current's state
-        return bool(ahead_took) and ahead_took[-1] is current
-
-    def account(current: InFlight) -> bool:
+    def account(current: InFlight, state_taken: bool) -> bool:
         bound.wait_through(current.first + current.steps)  # times its scans
         stop = _account(
-            phase, runner, own, current.out, start, started_at, taken(current), iterations=current.steps
+            phase, runner, own, current.out, start, started_at, state_taken, iterations=current.steps
         )
         return stop or preemption.triggered  # a stop keeps the state at this step
 
     before_run = lambda: runner.before_run(iterations[0])  # noqa: E731
-    run_pipelined(dispatch, account, before_run, phase.can_work_ahead(), taken)
+    run_pipelined(dispatch, account, before_run, phase.can_work_ahead())
