@@ -7,13 +7,19 @@ tf.estimator inspects model_fn's and input_fn's signatures), so each is a
 
 The value aliases follow optax's ``PyTree``/``Params``: names a reader can follow, which a
 type checker reads as ``Any`` (a pytree's structure is the user's choice, and JAX
-arrays, tracers and numpy arrays all stand in its leaves).
+arrays, tracers and numpy arrays all stand in its leaves). Arrays are JAX's own types,
+as CLU and flax name them: ``Array`` (``jax.Array``: what a function returns or keeps)
+and ``ArrayLike`` (``jax.typing.ArrayLike``: what it accepts: JAX or numpy arrays, numpy
+and Python scalars).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
+
+from jax import Array as Array
+from jax.typing import ArrayLike as ArrayLike
 
 from jaxspec.spec.hooks import SessionRunHook
 
