@@ -79,3 +79,17 @@ def test_an_empty_input_with_an_init_fn_needing_features_says_why(tmp_path, capl
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "empty_input_fn gave no data" in warning and "init_fn takes features" in warning, warning
     assert est.latest_checkpoint() is None
+
+
+@pytest.mark.parametrize("method", ["train", "evaluate", "predict"])
+def test_data_given_instead_of_input_fn_is_a_type_error_naming_input_fn(tmp_path, method):
+    """``train(iter(batches))``: the data where the function that returns it belongs
+    (issue 48's trap) is a TypeError that names input_fn and says what to pass, before
+    anything is written."""
+    est = jaxspec.Estimator(make_model_fn(), config=fast_config(str(tmp_path)), params={}, init_fn=init_fn)
+    batches = iter([({"x": X}, Y)])
+    with pytest.raises(TypeError, match=r"input_fn must be a callable .* got a list_iterator.*lambda"):
+        result = getattr(est, method)(batches)
+        if method == "predict":
+            next(result)
+    assert est.latest_checkpoint() is None

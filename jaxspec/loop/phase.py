@@ -115,7 +115,17 @@ class Phase:
 
     def _batches(self, input_fn: InputFn) -> tuple[Iterator[Any], int | None]:
         """The input batches (interleaved over per-replica input_fn calls for PER_SHARD_V1)
-        and the rows of a full input batch."""
+        and the rows of a full input batch.
+
+        Raises:
+          TypeError: ``input_fn`` is not callable (data given where the function that
+            returns it was expected, e.g. ``train(iter(batches))``).
+        """
+        if not callable(input_fn):
+            raise TypeError(
+                f"input_fn must be a callable that returns the data, got a {type(input_fn).__name__}: "
+                "pass a function, e.g. input_fn=lambda: batches (as tf.estimator, which calls input_fn)."
+            )
         per_shard = self.plan.input_pipeline == InputPipelineConfig.PER_SHARD_V1
         calls = len(self._local_devices()) if per_shard else 1
         total = num_replicas(self.mesh) if per_shard else 1
