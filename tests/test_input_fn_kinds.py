@@ -93,3 +93,28 @@ def test_data_given_instead_of_input_fn_is_a_type_error_naming_input_fn(tmp_path
         if method == "predict":
             next(result)
     assert est.latest_checkpoint() is None
+
+
+def test_a_batch_missing_a_feature_key_is_named_in_one_warning(tmp_path, caplog):
+    """A later batch without a key the first batch had (issue 48's trap) trains, as JAX
+    can (one more compile), but says so once, naming the key, where it passed silently."""
+
+    def model_fn(features, labels, mode, state):
+        x = features["x"] + (features["b"] if "b" in features else 0.0)
+        loss_of = lambda w: jnp.mean((x @ w - labels) ** 2)  # noqa: E731
+        return jaxspec.EstimatorSpec(
+            mode, loss=loss_of(state["w"]), train_op={"w": state["w"] - 0.1 * jax.grad(loss_of)(state["w"])}
+        )
+
+    y = Y.astype(np.float32)
+    full, short = ({"x": X, "b": X}, y), ({"x": X}, y)
+    est = jaxspec.Estimator(
+        model_fn, config=fast_config(str(tmp_path)), init_fn=lambda rng: {"w": jnp.zeros(64)}
+    )
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        est.train(lambda: iter([full, full, short, short, full, short]))
+    lines = [r.getMessage() for r in caplog.records if "another structure" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "batch index 2" in lines[0] and "missing: features['b']" in lines[0] and "new: none" in lines[0]
+    assert "compiled again" in lines[0]
+    assert int(est.get_variable_value("global_step")) == 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -55,6 +55,17 @@ def _own(step: tuple[Batch, np.ndarray]) -> tuple[Batch, np.ndarray]:
 
 def _is_split(step: tuple[Batch, np.ndarray]) -> bool:
     return bool(step[1].max(initial=0.0) >= SPLIT)
+
+
+def _leaf_paths(batch: Batch) -> set[str]:
+    """The key paths of a ``(features, labels)`` batch's leaves (``"features['x']"``), to
+    name keys in messages."""
+    names = {"[0]": "features", "[1]": "labels"}
+    out = set()
+    for path, _ in jax.tree_util.tree_flatten_with_path(batch)[0]:
+        text = jax.tree_util.keystr(path)
+        out.add(names.get(text[:3], text[:3]) + text[3:])
+    return out
 
 
 class StepFeeder:
@@ -121,15 +132,20 @@ class StepFeeder:
         self._exact_loss = self._pad and mode == ModeKeys.EVAL and pipeline != InputPipelineConfig.BROADCAST
         self._queued: list[tuple[Batch, np.ndarray]] = []
         self._raw: Batch | None = None  # an input batch read by _stack_full, not yet a step
+        self._structure: Any = None  # the first batch's pytree structure
+        self._structures_warned: set[Any] = set()
+        self._batches_read = 0
 
     def _pull(self) -> Batch | None:
         if self._raw is not None:
             batch, self._raw = self._raw, None
             return batch
         try:
-            return next(self._it)
+            batch = next(self._it)
         except StopIteration:
             return None
+        self._batches_read += 1
+        return batch
 
     def _full_rows(self, rows: int) -> int:
         if self._rows is None:
@@ -140,7 +156,26 @@ class StepFeeder:
                 )
         return self._rows
 
+    def _check_structure(self, batch: Batch) -> None:
+        """Warn once per new structure when a batch's features/labels differ from the
+        first batch's (a key missing or new): JAX traces and compiles the step again for
+        it, where tf.estimator's input pipeline keeps one structure."""
+        structure = jax.tree.structure(batch)
+        if self._structure is None:
+            self._structure, self._first_paths = structure, _leaf_paths(batch)
+        elif structure != self._structure and structure not in self._structures_warned:
+            self._structures_warned.add(structure)
+            first, now = self._first_paths, _leaf_paths(batch)
+            _log.warning(
+                "input_fn's batch index %d has another structure than the first batch (missing: %s; new: %s): "
+                "its step is traced and compiled again. Give every batch the same feature and label keys.",
+                self._batches_read - 1,
+                ", ".join(sorted(first - now)) or "none",
+                ", ".join(sorted(now - first)) or "none",
+            )
+
     def _padded(self, batch: Batch) -> tuple[Batch, np.ndarray]:
+        self._check_structure(batch)
         rows = batch_rows(batch)
         full = self._full_rows(rows)
         if rows == full:  # the common case: no padding, a shared all-ones mask
