@@ -79,6 +79,14 @@ SCRIPT = textwrap.dedent("""
         if raw:
             assert abs(r["raw_acc"] - want_acc) < 1e-6
 
+    # ... but on the mesh its padded final step counted padding rows: refused by name, not NaN
+    # (the values computed inside the eval loops cannot raise; the host checks the totals).
+    try:
+        r = evaluate(True, True, 16)
+        raise AssertionError(f"padded rows were not refused on the mesh: {r}")
+    except ValueError as e:
+        assert "padded rows" in str(e) and "keras_metric" in str(e), e
+
     @jax.jit
     def updated_on_padded_batch(labels, probs):
         with padding_mask_scope(jnp.array([1.0, 1.0, 0.0])):

@@ -109,6 +109,9 @@ def _run_evaluate(
         phase.close()
     if values is None:  # computed here: the loops did not (see jaxspec.loop.eval_totals)
         values = {key: state.compute() for key, state in to_host(totals).items()}
+    else:  # computed in the trace, where a state cannot refuse its value: it may here
+        for state in (totals or {}).values():
+            state.check_result()
     results = {key: _python_value(value) for key, value in to_host(values).items()}
     scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
     results["global_step"] = lifecycle.global_step

@@ -131,6 +131,20 @@ class KerasMetric(Metric):
     padded: jax.Array
     ref: _KerasRef = struct.field(pytree_node=False)
 
+    def check_result(self) -> None:
+        """ValueError when the (concrete) state counted padded rows; nothing when traced.
+
+        Raises:
+          ValueError: the metric object was updated by model_fn/metric_fn on a batch with
+            padded rows, so its statistics include them.
+        """
+        if is_concrete(self.padded) and float(np.asarray(self.padded)) > 0:
+            raise ValueError(
+                f"{self.ref!r} was updated by model_fn/metric_fn on a batch with "
+                f"{int(np.asarray(self.padded))} padded rows, which it counted; use "
+                "jaxspec.metrics.keras_metric(metric, labels, predictions), which leaves padding out."
+            )
+
     def compute(self) -> Any:
         """The Keras metric's ``result`` from the merged variables.
 
@@ -139,12 +153,7 @@ class KerasMetric(Metric):
             batch with padded rows, so its statistics include them. A traced state gives
             NaN instead.
         """
-        if is_concrete(self.padded) and float(np.asarray(self.padded)) > 0:
-            raise ValueError(
-                f"{self.ref!r} was updated by model_fn/metric_fn on a batch with "
-                f"{int(np.asarray(self.padded))} padded rows, which it counted; use "
-                "jaxspec.metrics.keras_metric(metric, labels, predictions), which leaves padding out."
-            )
+        self.check_result()
         result = self.ref.metric.stateless_result(list(self.variables))
         if is_concrete(self.padded):
             return result

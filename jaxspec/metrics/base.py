@@ -203,6 +203,15 @@ class Metric(struct.PyTreeNode):
         """The metric's value from the accumulated state."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute().")
 
+    def check_result(self) -> None:
+        """Raise where the merged state (concrete, on the host) cannot give a true value.
+        Evaluation calls it on the final totals also when the compiled loops computed the
+        values in the trace, where ``compute`` cannot raise. Default: nothing to check.
+
+        Raises:
+          ValueError: (subclasses) the state holds statistics that make its value wrong.
+        """
+
 
 def batch_constructor(function_name: str) -> classmethod:
     """A ``from_batch`` for a state class that calls its metric function, looked up by
