@@ -95,8 +95,8 @@ def input_fn_face(
     face.__doc__ = "\n\n".join(parts)
     face.__name__ = face.__qualname__ = name
     face.__module__ = module
-    signature = inspect.signature(reading)
-    face.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        return_annotation=inspect.signature(feed).return_annotation
-    )
+    # annotations as objects: the face's module need not import the names they use
+    signature = inspect.signature(reading, eval_str=True)
+    returns = inspect.signature(feed, eval_str=True).return_annotation
+    face.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
     return face
