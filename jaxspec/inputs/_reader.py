@@ -1,5 +1,5 @@
-"""The input_fn both of jaxspec's readers return: a generator of numpy batches of a
-``jaxspec.rules.feeding.Table``, in TF's queue order (``jaxspec.inputs._queue``)."""
+"""jaxspec's feed of a ``TableReading``: an input_fn returning a generator of numpy
+batches of the table, in TF's queue order (``jaxspec.inputs._queue``)."""
 
 from __future__ import annotations
 
@@ -10,29 +10,31 @@ from typing import Any
 import numpy as np
 
 from jaxspec.inputs._queue import index_batches
+from jaxspec.inputs.reading import TableReading
 from jaxspec.rules.feeding import Table, queue_warnings
 
 _log = logging.getLogger("jaxspec")
 
 
-def table_input_fn(
-    make_table: Callable[[], Table],
-    batch_size: int,
-    num_epochs: int | None,
-    shuffle: bool,
-    capacity: int,
-    num_threads: int,
-) -> Callable[..., Iterator[Any]]:
-    """An input_fn reading the table ``make_table()`` gives (built, and checked, each
-    time input_fn is called, as TF builds its queue then)."""
+def table_input_fn(reading: TableReading) -> Callable[..., Iterator[Any]]:
+    """An input_fn reading the table ``reading.make_table()`` gives (built, and checked,
+    each time input_fn is called, as TF builds its queue then). The input_fn takes an
+    optional ``config`` whose ``tf_random_seed`` seeds the shuffling."""
 
     def input_fn(config: Any = None) -> Iterator[Any]:
-        table = make_table()
-        for line in queue_warnings(shuffle, num_threads, num_epochs):
+        table = reading.make_table()
+        for line in queue_warnings(reading.shuffle, reading.num_threads, reading.num_epochs):
             _log.warning("%s", line)
-        seed = getattr(config, "tf_random_seed", None)
-        rng = np.random.default_rng(seed)
-        order = index_batches(table.rows, batch_size, num_epochs, shuffle, capacity, num_threads, rng)
+        rng = np.random.default_rng(getattr(config, "tf_random_seed", None))
+        order = index_batches(
+            table.rows,
+            reading.batch_size,
+            reading.num_epochs,
+            reading.shuffle,
+            reading.capacity,
+            reading.num_threads,
+            rng,
+        )
         return _batches(table, order)
 
     return input_fn

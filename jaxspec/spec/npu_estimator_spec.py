@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from jaxspec.rules.spec_classes import NPUEstimatorSpecBase
 from jaxspec.spec._pytree import register_spec_pytree
-from jaxspec.spec.estimator_spec import EstimatorSpec, check_mode_unchanged
-from jaxspec.spec.fn_types import PyTree, State
-from jaxspec.spec.host_call import validate_fn_tensors_pair
+from jaxspec.spec.estimator_spec import EstimatorSpec
 
 
-class NPUEstimatorSpec(EstimatorSpec):
+class NPUEstimatorSpec(NPUEstimatorSpecBase, EstimatorSpec):  # type: ignore[misc]  # one namedtuple, twice
     """An EstimatorSpec plus ``host_call``, as Ascend's ``NPUEstimatorSpec``.
 
     ``host_call`` is ``(host_fn, tensors)``, validated as the adapter does (the rules of
@@ -35,79 +34,21 @@ class NPUEstimatorSpec(EstimatorSpec):
       RuntimeError: the number of tensors does not match host_fn's arguments.
     """
 
-    def __new__(
-        cls,
-        mode: str | None,
-        predictions: PyTree = None,
-        loss: Any = None,
-        train_op: State = None,
-        eval_metric_ops: Any = None,
-        export_outputs: Any = None,
-        training_chief_hooks: Any = None,
-        training_hooks: Any = None,
-        scaffold: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-        host_call: Any = None,
-    ) -> NPUEstimatorSpec:
-        if host_call is not None:
-            host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
-        spec = super().__new__(
-            cls,
-            mode,
-            predictions,
-            loss,
-            train_op,
-            eval_metric_ops,
-            export_outputs,
-            training_chief_hooks,
-            training_hooks,
-            scaffold,
-            evaluation_hooks,
-            prediction_hooks,
-        )
-        object.__setattr__(spec, "_host_call", host_call)
-        return spec
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable; use _replace({name}=...).")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable.")
-
-    @property
-    def host_call(self) -> tuple[Any, Any] | None:
-        """The validated ``(host_fn, tensors)`` pair, or None."""
-        return self.__dict__.get("_host_call")
-
     def _extra_fields(self) -> dict[str, Any]:
         return {"host_call": self.host_call}
-
-    def _replace(self, **kwds: Any) -> NPUEstimatorSpec:
-        """A copy with fields replaced and validated again; keeps ``host_call`` unless it
-        is replaced.
-
-        Raises:
-          ValueError: ``mode`` would change; or as the constructor.
-        """
-        check_mode_unchanged(self, kwds)
-        fields = self._asdict()
-        fields["host_call"] = self.host_call
-        fields.update(kwds)
-        return type(self)(**fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), tuple(self), self.host_call))
 
 
-def _rebuild(cls: type, values: tuple[Any, ...], host_call: Any) -> NPUEstimatorSpec:
+def _rebuild(cls: type[NPUEstimatorSpec], values: tuple[Any, ...], host_call: Any) -> NPUEstimatorSpec:
     """Rebuild an NPUEstimatorSpec without validation (pickling, pytree unflattening)."""
-    spec = tuple.__new__(cls, values)
+    spec: NPUEstimatorSpec = tuple.__new__(cls, values)
     object.__setattr__(spec, "_host_call", host_call)
     return spec
 
 
-def _build(cls: type, fields: dict[str, Any]) -> NPUEstimatorSpec:
+def _build(cls: type[NPUEstimatorSpec], fields: dict[str, Any]) -> NPUEstimatorSpec:
     host_call = fields.pop("host_call")
     return _rebuild(cls, tuple(fields[f] for f in cls._fields), host_call)
 

@@ -2,45 +2,17 @@
 
 from __future__ import annotations
 
-import collections
-from typing import Any
-
 from jaxspec._checks import type_name
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.rules.fn_tensors import call_with_tensors
+from jaxspec.rules.spec_classes import TPUEstimatorSpecBase
 from jaxspec.spec._pytree import register_spec_pytree
-from jaxspec.spec.estimator_spec import (
-    EstimatorSpec,
-    check_export_outputs,
-    check_hooks,
-    check_loss,
-    check_mode,
-    check_mode_unchanged,
-    check_predictions,
-    check_train_op,
-)
-from jaxspec.spec.fn_types import PyTree, State
-from jaxspec.spec.host_call import HostCallHook, call_with_tensors, validate_fn_tensors_pair
+from jaxspec.spec.estimator_spec import EstimatorSpec, JaxSpecValues
+from jaxspec.spec.host_call import HostCallHook
 from jaxspec.spec.scaffold import Scaffold
 
 
-class TPUEstimatorSpec(
-    collections.namedtuple(  # the fields as a literal list, which type checkers read
-        "TPUEstimatorSpec",
-        [
-            "mode",
-            "predictions",
-            "loss",
-            "train_op",
-            "eval_metrics",
-            "export_outputs",
-            "scaffold_fn",
-            "host_call",
-            "training_hooks",
-            "evaluation_hooks",
-            "prediction_hooks",
-        ],
-    )
-):
+class TPUEstimatorSpec(TPUEstimatorSpecBase):
     """What a TPUEstimator model_fn returns, as ``tf.estimator.tpu.TPUEstimatorSpec``.
 
     On the mesh (``use_tpu=True``) model_fn runs once per replica. ``eval_metrics`` and
@@ -76,68 +48,7 @@ class TPUEstimatorSpec(
     """
 
     __slots__ = ()
-
-    def __new__(
-        cls,
-        mode: str | None,
-        predictions: PyTree = None,
-        loss: Any = None,
-        train_op: State = None,
-        eval_metrics: Any = None,
-        export_outputs: Any = None,
-        scaffold_fn: Any = None,
-        host_call: Any = None,
-        training_hooks: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-    ) -> TPUEstimatorSpec:
-        name = cls.__name__
-        mode = check_mode(mode, name)
-        if eval_metrics is not None:
-            eval_metrics = validate_fn_tensors_pair(eval_metrics, "eval_metrics", name)
-        if host_call is not None:
-            host_call = validate_fn_tensors_pair(host_call, "host_call", name)
-        hooks = {
-            field: check_hooks(value, field, name)
-            for field, value in (
-                ("training_hooks", training_hooks),
-                ("evaluation_hooks", evaluation_hooks),
-                ("prediction_hooks", prediction_hooks),
-            )
-        }
-        if scaffold_fn is not None and not callable(scaffold_fn):
-            raise TypeError(f"{name}: scaffold_fn must be callable, got {type_name(scaffold_fn)}.")
-        train_op = check_train_op(train_op, mode, name)
-        loss = check_loss(loss, mode, name)
-        predictions = check_predictions(predictions, mode, name)
-        if mode == ModeKeys.PREDICT:
-            export_outputs = check_export_outputs(export_outputs, predictions, name)
-        return super().__new__(
-            cls,
-            mode=mode,
-            predictions=predictions,
-            loss=loss,
-            train_op=train_op,
-            eval_metrics=eval_metrics,
-            export_outputs=export_outputs,
-            scaffold_fn=scaffold_fn,
-            host_call=host_call,
-            **hooks,
-        )
-
-    def _replace(self, **kwds: Any) -> TPUEstimatorSpec:
-        """A copy with fields replaced, validated again; ``mode`` cannot change.
-
-        (TPUEstimator's own ``_replace`` neither re-validates nor protects ``mode``;
-        jaxspec treats all three spec classes alike.)
-
-        Raises:
-          ValueError / TypeError / RuntimeError: as the constructor, or a mode change.
-        """
-        check_mode_unchanged(self, kwds)
-        fields = self._asdict()
-        fields.update(kwds)
-        return type(self)(**fields)
+    values = JaxSpecValues()
 
     def scaffold(self) -> Scaffold:
         """Call ``scaffold_fn`` (a default Scaffold when there is none).
@@ -173,18 +84,10 @@ class TPUEstimatorSpec(
         if self.eval_metrics is not None and self.mode not in (ModeKeys.TRAIN, ModeKeys.PREDICT):
             eval_metric_ops = call_with_tensors(*self.eval_metrics)
         host_hooks = () if self.host_call is None else (HostCallHook(self.host_call),)
-        return EstimatorSpec(
-            mode=self.mode,
-            predictions=self.predictions,
-            loss=self.loss,
-            train_op=self.train_op,
-            eval_metric_ops=eval_metric_ops,
-            export_outputs=self.export_outputs,
-            scaffold=self.scaffold(),
-            training_hooks=self.training_hooks + host_hooks,
-            evaluation_hooks=self.evaluation_hooks + host_hooks,
-            prediction_hooks=self.prediction_hooks + host_hooks,
+        spec: EstimatorSpec = self._estimator_spec(
+            EstimatorSpec, eval_metric_ops, self.scaffold(), host_hooks
         )
+        return spec
 
 
 register_spec_pytree(TPUEstimatorSpec, ("predictions", "loss", "train_op"), ("eval_metrics", "host_call"))

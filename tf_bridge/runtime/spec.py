@@ -5,31 +5,30 @@ and ``predictions`` are ``tf.Tensor``s, ``train_op`` a ``tf.Operation`` or ``tf.
 hooks ``tf.compat.v1.train.SessionRunHook``s, ``scaffold`` a
 ``tf.compat.v1.train.Scaffold``, and export outputs TensorFlow's own ExportOutput
 classes (those ``tf.estimator.export`` re-exported). The per-mode requirements, the mode
-rules, the ``eval_metric_ops`` structure and the ``(fn, tensors)`` pairs of
-``host_call``/``eval_metrics`` are checked by jaxspec's helpers (``jaxspec.spec``); the
-value checks below are their TensorFlow counterparts, with the same exception types
-(tf.estimator's) and messages that name the spec class and the field.
+rules, the ``eval_metric_ops`` structure, the ``(fn, tensors)`` pairs of
+``host_call``/``eval_metrics``, the constructors' signatures and ``_replace`` are
+jaxspec's (``jaxspec.rules.spec_classes``, ``jaxspec.rules.spec_fields``); the value
+checks below (``TFSpecValues``) are their TensorFlow counterparts, with the same
+exception types (tf.estimator's) and messages that name the spec class and the field.
 """
 
 from __future__ import annotations
 
-import collections
 from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.saved_model.model_utils import export_output as _tf_export_output
 
 from jaxspec.mode_keys import ModeKeys
-from jaxspec.spec.estimator_spec import (
-    check_eval_metric_ops,
-    check_export_outputs,
-    check_loss,
-    check_mode,
-    check_mode_unchanged,
-    check_predictions,
-    check_train_op,
+from jaxspec.rules import spec_fields
+from jaxspec.rules.fn_tensors import call_with_tensors
+from jaxspec.rules.spec_classes import (
+    EstimatorSpecBase,
+    NPUEstimatorSpecBase,
+    SpecValues,
+    TPUEstimatorSpecBase,
 )
-from jaxspec.spec.host_call import call_with_tensors, validate_fn_tensors_pair
+from jaxspec.rules.spec_fields import require_loss, require_train_op
 from tf_bridge.runtime.host_call_order import order_before_update
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 
@@ -39,33 +38,6 @@ RegressionOutput = _tf_export_output.RegressionOutput
 PredictOutput = _tf_export_output.PredictOutput
 
 SERVING_DEFAULT = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
-
-_ESTIMATOR_FIELDS = [
-    "mode",
-    "predictions",
-    "loss",
-    "train_op",
-    "eval_metric_ops",
-    "export_outputs",
-    "training_chief_hooks",
-    "training_hooks",
-    "scaffold",
-    "evaluation_hooks",
-    "prediction_hooks",
-]
-_TPU_FIELDS = [
-    "mode",
-    "predictions",
-    "loss",
-    "train_op",
-    "eval_metrics",
-    "export_outputs",
-    "scaffold_fn",
-    "host_call",
-    "training_hooks",
-    "evaluation_hooks",
-    "prediction_hooks",
-]
 
 
 def _type_name(x: Any) -> str:
@@ -90,182 +62,103 @@ def _check_graph(value: Any, field: str, cls: str) -> None:
         )
 
 
-def check_tf_loss(loss: Any, mode: str | None, cls: str) -> Any:
-    """``loss``: a dense tensor with one element (any shape), returned with shape ``[]``.
+class TFSpecValues(SpecValues):
+    """The TensorFlow side's values: dense ``tf.Tensor``s of the default graph,
+    ``tf.Operation``s, ``tf.compat.v1.train`` hooks and Scaffold, TensorFlow's
+    ExportOutput classes, ``(value, update_op)`` metrics."""
 
-    Raises:
-      ValueError: missing in TRAIN/EVAL, more than one element, or not in the default graph.
-      TypeError: not a dense tensor.
-    """
-    if loss is None:
-        return check_loss(None, mode, cls)
-    if not is_dense_tensor(loss):
-        raise TypeError(f"{cls}: loss must be a dense tf.Tensor, got {_type_name(loss)}.")
-    elements = loss.shape.num_elements()
-    if elements not in (None, 1):
-        raise ValueError(f"{cls}: loss must be a scalar (one element), got shape {loss.shape}.")
-    _check_graph(loss, "loss", cls)
-    if not loss.shape.is_compatible_with(tf.TensorShape([])):
-        loss = tf.reshape(loss, [])
-    return loss
-
-
-def check_tf_train_op(train_op: Any, mode: str | None, cls: str) -> Any:
-    """``train_op``: a ``tf.Operation`` or tensor (a variable becomes its op).
-
-    Raises:
-      ValueError: missing in TRAIN, or not in the default graph.
-      TypeError: neither an Operation nor a tensor.
-    """
-    if train_op is None:
-        return check_train_op(None, mode, cls)
-    if not isinstance(train_op, (tf.Operation, tf.Tensor, tf.Variable)):
-        raise TypeError(f"{cls}: train_op must be a tf.Operation or tf.Tensor, got {_type_name(train_op)}.")
-    if isinstance(train_op, tf.Variable):
-        train_op = train_op.op
-    _check_graph(train_op, "train_op", cls)
-    return train_op
-
-
-def check_tf_predictions(predictions: Any, mode: str | None, cls: str) -> Any:
-    """``predictions``: a dense tensor or a dict of dense tensors; ``{}`` when None
-    outside PREDICT.
-
-    Raises:
-      ValueError: missing in PREDICT, or a tensor not in the default graph.
-      TypeError: not a tensor/dict, or a dict value that is not a dense tensor (named).
-    """
-    if predictions is None:
-        return check_predictions(None, mode, cls)
-    if isinstance(predictions, dict):
-        for key, value in predictions.items():
-            if not is_dense_tensor(value):
-                raise TypeError(
-                    f"{cls}: predictions[{key!r}] must be a dense tf.Tensor, got {_type_name(value)}."
-                )
-            _check_graph(value, f"predictions[{key!r}]", cls)
-        return dict(predictions)
-    if not is_dense_tensor(predictions):
-        raise TypeError(
-            f"{cls}: predictions must be a tf.Tensor or a dict of tf.Tensors, got {_type_name(predictions)}."
-        )
-    _check_graph(predictions, "predictions", cls)
-    return predictions
-
-
-def check_tf_hooks(hooks: Any, field: str, cls: str) -> tuple[Any, ...]:
-    """``hooks`` (an iterable or None) as a tuple of ``tf.compat.v1.train.SessionRunHook``.
-
-    Raises:
-      TypeError: not iterable, or an entry that is not a SessionRunHook (named by index).
-    """
-    if hooks is None:
-        return ()
-    hook_type = tf.compat.v1.train.SessionRunHook
-    if isinstance(hooks, (hook_type, str, bytes, dict)):
-        raise TypeError(f"{cls}: {field} must be a list or tuple of SessionRunHook, got {_type_name(hooks)}.")
-    try:
-        hooks = tuple(hooks)
-    except TypeError:
-        raise TypeError(
-            f"{cls}: {field} must be an iterable of SessionRunHook, got {_type_name(hooks)}."
-        ) from None
-    for i, hook in enumerate(hooks):
-        if not isinstance(hook, hook_type):
-            raise TypeError(
-                f"{cls}: {field}[{i}] is not a tf.compat.v1.train.SessionRunHook: got {_type_name(hook)}."
-            )
-    return hooks
-
-
-def check_tf_scaffold(scaffold: Any, cls: str) -> Any:
-    """None becomes a default ``tf.compat.v1.train.Scaffold``.
-
-    Raises:
-      TypeError: not a ``tf.compat.v1.train.Scaffold``.
-    """
-    if scaffold is None:
-        return tf.compat.v1.train.Scaffold()
-    if not isinstance(scaffold, tf.compat.v1.train.Scaffold):
-        raise TypeError(f"{cls}: scaffold must be a tf.compat.v1.train.Scaffold, got {_type_name(scaffold)}.")
-    return scaffold
-
-
-def check_tf_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
-    """A dict of ``(value, update_op)`` tuples or graph-mode Keras metrics (objects with
-    ``result()`` and ``updates``, e.g. ``tf_keras``), as tf.estimator. A Keras metric
-    becomes ``(result(), updates[0])`` and its variables join the LOCAL_VARIABLES and
-    METRIC_VARIABLES collections (so evaluation initialises them), as tf.estimator does.
-
-    Raises:
-      TypeError: not a dict, or a value of another kind (jaxspec's structure check).
-      ValueError: a Keras metric with no update (``update_state`` never called), or a
-        tensor, update or metric result not in the default graph.
-    """
-    ops = check_eval_metric_ops(ops, cls)
-    new_vars: list[Any] = []
-    for key, value in list(ops.items()):
-        if isinstance(value, tuple):
-            for part in tf.nest.flatten(value):
-                _check_graph(part, f"eval_metric_ops[{key!r}]", cls)
-            continue
-        updates = getattr(value, "updates", None)
-        if not updates:
-            raise ValueError(
-                f"{cls}: eval_metric_ops[{key!r}] is a metric object with no graph update; call "
-                "update_state(...) on it in model_fn (graph-mode Keras metrics, e.g. tf_keras), or use "
-                "tf.compat.v1.metrics."
-            )
-        for update in updates:  # a metric built in another graph cannot run in this one
-            _check_graph(update, f"eval_metric_ops[{key!r}]", cls)
-        result = value.result()
-        _check_graph(result, f"eval_metric_ops[{key!r}]", cls)
-        ops[key] = (result, updates[0])
-        new_vars.extend(value.variables)
-    for collection in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES):
-        present = {id(v) for v in tf.compat.v1.get_collection(collection)}
-        for var in new_vars:
-            if id(var) not in present:
-                tf.compat.v1.add_to_collection(collection, var)
-    return ops
-
-
-def check_tf_export_outputs(export_outputs: Any, predictions: Any, cls: str) -> dict[str, Any]:
-    """PREDICT: jaxspec's ``check_export_outputs`` (default head, alias, one head per key)
-    with TensorFlow's ExportOutput classes.
-
-    Raises:
-      TypeError: not a dict, or a value that is not a TF ExportOutput (the key is named).
-      ValueError: several heads and none keyed ``serving_default``; or predictions
-        PredictOutput rejects when the default head is built.
-    """
-    return check_export_outputs(
-        export_outputs,
-        predictions,
-        cls,
-        output_type=ExportOutput,
-        predict_output=PredictOutput,
-        expected="a TensorFlow ExportOutput (tf_bridge.ClassificationOutput/RegressionOutput/PredictOutput)",
+    dense_of = (is_dense_tensor, "a dense tf.Tensor")
+    hooks_of = (tf.compat.v1.train.SessionRunHook, "tf.compat.v1.train.SessionRunHook")
+    scaffold_of = (tf.compat.v1.train.Scaffold, "tf.compat.v1.train.Scaffold")
+    outputs_of = (
+        ExportOutput,
+        PredictOutput,
+        "a TensorFlow ExportOutput (tf_bridge.ClassificationOutput/RegressionOutput/PredictOutput)",
     )
 
+    def check_value(self, value: Any, field: str, cls: str) -> None:
+        """A prediction must come from the default graph (ValueError otherwise)."""
+        _check_graph(value, field, cls)
 
-def _common_fields(
-    cls: str, mode: Any, predictions: Any, loss: Any, train_op: Any, export_outputs: Any
-) -> dict[str, Any]:
-    mode = check_mode(mode, cls)
-    fields = {
-        "mode": mode,
-        "train_op": check_tf_train_op(train_op, mode, cls),
-        "loss": check_tf_loss(loss, mode, cls),
-        "predictions": check_tf_predictions(predictions, mode, cls),
-    }
-    if mode == ModeKeys.PREDICT:
-        export_outputs = check_tf_export_outputs(export_outputs, fields["predictions"], cls)
-    fields["export_outputs"] = export_outputs
-    return fields
+    def train_op(self, train_op: Any, mode: str | None, cls: str) -> Any:
+        """``train_op``: a ``tf.Operation`` or tensor (a variable becomes its op).
+
+        Raises:
+          ValueError: missing in TRAIN, or not in the default graph.
+          TypeError: neither an Operation nor a tensor.
+        """
+        if train_op is None:
+            require_train_op(mode, cls)
+            return None
+        if not isinstance(train_op, (tf.Operation, tf.Tensor, tf.Variable)):
+            raise TypeError(
+                f"{cls}: train_op must be a tf.Operation or tf.Tensor, got {_type_name(train_op)}."
+            )
+        if isinstance(train_op, tf.Variable):
+            train_op = train_op.op
+        _check_graph(train_op, "train_op", cls)
+        return train_op
+
+    def loss(self, loss: Any, mode: str | None, cls: str) -> Any:
+        """``loss``: a dense tensor with one element (any shape), returned with shape ``[]``.
+
+        Raises:
+          ValueError: missing in TRAIN/EVAL, more than one element, or not in the default graph.
+          TypeError: not a dense tensor.
+        """
+        if loss is None:
+            require_loss(mode, cls)
+            return None
+        if not is_dense_tensor(loss):
+            raise TypeError(f"{cls}: loss must be a dense tf.Tensor, got {_type_name(loss)}.")
+        elements = loss.shape.num_elements()
+        if elements not in (None, 1):
+            raise ValueError(f"{cls}: loss must be a scalar (one element), got shape {loss.shape}.")
+        _check_graph(loss, "loss", cls)
+        if not loss.shape.is_compatible_with(tf.TensorShape([])):
+            loss = tf.reshape(loss, [])
+        return loss
+
+    def eval_metric_ops(self, ops: Any, cls: str) -> dict[Any, Any]:
+        """A dict of ``(value, update_op)`` tuples or graph-mode Keras metrics (objects with
+        ``result()`` and ``updates``, e.g. ``tf_keras``), as tf.estimator. A Keras metric
+        becomes ``(result(), updates[0])`` and its variables join the LOCAL_VARIABLES and
+        METRIC_VARIABLES collections (so evaluation initialises them), as tf.estimator does.
+
+        Raises:
+          TypeError: not a dict, or a value of another kind (jaxspec's structure check).
+          ValueError: a Keras metric with no update (``update_state`` never called), or a
+            tensor, update or metric result not in the default graph.
+        """
+        ops = spec_fields.check_eval_metric_ops(ops, cls)
+        new_vars: list[Any] = []
+        for key, value in list(ops.items()):
+            if isinstance(value, tuple):
+                for part in tf.nest.flatten(value):
+                    _check_graph(part, f"eval_metric_ops[{key!r}]", cls)
+                continue
+            updates = getattr(value, "updates", None)
+            if not updates:
+                raise ValueError(
+                    f"{cls}: eval_metric_ops[{key!r}] is a metric object with no graph update; call "
+                    "update_state(...) on it in model_fn (graph-mode Keras metrics, e.g. tf_keras), or use "
+                    "tf.compat.v1.metrics."
+                )
+            for update in updates:  # a metric built in another graph cannot run in this one
+                _check_graph(update, f"eval_metric_ops[{key!r}]", cls)
+            result = value.result()
+            _check_graph(result, f"eval_metric_ops[{key!r}]", cls)
+            ops[key] = (result, updates[0])
+            new_vars.extend(value.variables)
+        for collection in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES):
+            present = {id(v) for v in tf.compat.v1.get_collection(collection)}
+            for var in new_vars:
+                if id(var) not in present:
+                    tf.compat.v1.add_to_collection(collection, var)
+        return ops
 
 
-class EstimatorSpec(collections.namedtuple("EstimatorSpec", _ESTIMATOR_FIELDS)):
+class EstimatorSpec(EstimatorSpecBase):
     """What a TensorFlow model_fn returns (``tf.estimator.EstimatorSpec``).
 
     TRAIN needs ``loss`` and ``train_op``; EVAL needs ``loss``; PREDICT needs
@@ -293,47 +186,10 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _ESTIMATOR_FIELDS)):
     """
 
     __slots__ = ()
-
-    def __new__(
-        cls,
-        mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metric_ops: Any = None,
-        export_outputs: Any = None,
-        training_chief_hooks: Any = None,
-        training_hooks: Any = None,
-        scaffold: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-    ) -> EstimatorSpec:
-        name = cls.__name__
-        fields = _common_fields(name, mode, predictions, loss, train_op, export_outputs)
-        return super().__new__(
-            cls,
-            eval_metric_ops=check_tf_eval_metric_ops(eval_metric_ops, name),
-            training_chief_hooks=check_tf_hooks(training_chief_hooks, "training_chief_hooks", name),
-            training_hooks=check_tf_hooks(training_hooks, "training_hooks", name),
-            scaffold=check_tf_scaffold(scaffold, name),
-            evaluation_hooks=check_tf_hooks(evaluation_hooks, "evaluation_hooks", name),
-            prediction_hooks=check_tf_hooks(prediction_hooks, "prediction_hooks", name),
-            **fields,
-        )
-
-    def _replace(self, **kwds: Any) -> EstimatorSpec:
-        """A copy with fields replaced, validated again.
-
-        Raises:
-          ValueError: ``mode`` would change; or as the constructor.
-        """
-        check_mode_unchanged(self, kwds)
-        fields = self._asdict()
-        fields.update(kwds)
-        return type(self)(**fields)
+    values = TFSpecValues()
 
 
-class NPUEstimatorSpec(EstimatorSpec):
+class NPUEstimatorSpec(NPUEstimatorSpecBase, EstimatorSpec):  # type: ignore[misc]  # one namedtuple, twice
     """An EstimatorSpec plus ``host_call`` (Ascend's ``NPUEstimatorSpec``).
 
     ``host_call`` is ``(host_fn, tensors)``, checked by jaxspec's
@@ -347,59 +203,8 @@ class NPUEstimatorSpec(EstimatorSpec):
       As EstimatorSpec; and ValueError/TypeError/RuntimeError for a malformed host_call.
     """
 
-    def __new__(
-        cls,
-        mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metric_ops: Any = None,
-        export_outputs: Any = None,
-        training_chief_hooks: Any = None,
-        training_hooks: Any = None,
-        scaffold: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-        host_call: Any = None,
-    ) -> NPUEstimatorSpec:
-        if host_call is not None:
-            host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
-        spec = super().__new__(
-            cls,
-            mode,
-            predictions,
-            loss,
-            train_op,
-            eval_metric_ops,
-            export_outputs,
-            training_chief_hooks,
-            training_hooks,
-            scaffold,
-            evaluation_hooks,
-            prediction_hooks,
-        )
-        object.__setattr__(spec, "_host_call", host_call)
-        return spec
 
-    @property
-    def host_call(self) -> tuple[Any, Any] | None:
-        """The checked ``(host_fn, tensors)`` pair, or None."""
-        return self.__dict__.get("_host_call")
-
-    def _replace(self, **kwds: Any) -> NPUEstimatorSpec:
-        """A copy with fields replaced and validated again; keeps ``host_call``.
-
-        Raises:
-          ValueError: ``mode`` would change; or as the constructor.
-        """
-        check_mode_unchanged(self, kwds)
-        fields = self._asdict()
-        fields["host_call"] = self.host_call
-        fields.update(kwds)
-        return type(self)(**fields)
-
-
-class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
+class TPUEstimatorSpec(TPUEstimatorSpecBase):
     """What a TPUEstimator model_fn returns (``tf.estimator.tpu.TPUEstimatorSpec``).
 
     ``eval_metrics`` and ``host_call`` are ``(fn, tensors)`` pairs (tensors a list/tuple
@@ -422,46 +227,7 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
     """
 
     __slots__ = ()
-
-    def __new__(
-        cls,
-        mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metrics: Any = None,
-        export_outputs: Any = None,
-        scaffold_fn: Any = None,
-        host_call: Any = None,
-        training_hooks: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-    ) -> TPUEstimatorSpec:
-        name = cls.__name__
-        if eval_metrics is not None:
-            eval_metrics = validate_fn_tensors_pair(eval_metrics, "eval_metrics", name)
-        if host_call is not None:
-            host_call = validate_fn_tensors_pair(host_call, "host_call", name)
-        if scaffold_fn is not None and not callable(scaffold_fn):
-            raise TypeError(f"{name}: scaffold_fn must be callable, got {_type_name(scaffold_fn)}.")
-        fields = _common_fields(name, mode, predictions, loss, train_op, export_outputs)
-        return super().__new__(
-            cls,
-            eval_metrics=eval_metrics,
-            scaffold_fn=scaffold_fn,
-            host_call=host_call,
-            training_hooks=check_tf_hooks(training_hooks, "training_hooks", name),
-            evaluation_hooks=check_tf_hooks(evaluation_hooks, "evaluation_hooks", name),
-            prediction_hooks=check_tf_hooks(prediction_hooks, "prediction_hooks", name),
-            **fields,
-        )
-
-    def _replace(self, **kwds: Any) -> TPUEstimatorSpec:
-        """A copy with fields replaced, validated again (ValueError if ``mode`` changes)."""
-        check_mode_unchanged(self, kwds)
-        fields = self._asdict()
-        fields.update(kwds)
-        return type(self)(**fields)
+    values = TFSpecValues()
 
     def as_estimator_spec(self) -> EstimatorSpec:
         """The EstimatorSpec TPUEstimator runs on CPU (``use_tpu=False``), as TF builds it:
@@ -487,18 +253,8 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", _TPU_FIELDS)):
                 tensors = order_before_update(tensors, self.train_op)
             hooks = (HostCallFetchHook(call_with_tensors(host_fn, tensors)),)
         scaffold = self.scaffold_fn() if self.scaffold_fn is not None else None
-        return EstimatorSpec(
-            mode=self.mode,
-            predictions=self.predictions,
-            loss=self.loss,
-            train_op=self.train_op,
-            eval_metric_ops=eval_metric_ops,
-            export_outputs=self.export_outputs,
-            scaffold=scaffold,
-            training_hooks=self.training_hooks + hooks,
-            evaluation_hooks=self.evaluation_hooks + hooks,
-            prediction_hooks=self.prediction_hooks + hooks,
-        )
+        spec: EstimatorSpec = self._estimator_spec(EstimatorSpec, eval_metric_ops, scaffold, hooks)
+        return spec
 
 
 __all__ = [

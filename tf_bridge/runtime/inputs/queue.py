@@ -17,12 +17,13 @@ enqueued each row's index; neither is visible in the batches.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from jaxspec.inputs.reading import TableReading
 from jaxspec.rules.feeding import RowReader, queue_warnings
 
 
@@ -136,3 +137,29 @@ def require_graph_mode(fn_name: str) -> None:
             f"the input_fn of {fn_name} builds TF1 queues, which need graph mode: pass it to a tf_bridge "
             "Estimator (which calls it in its graph), or call it inside `with tf.Graph().as_default():`."
         )
+
+
+def queue_input_fn(reading: TableReading) -> Callable[[], Any]:
+    """tf_bridge's feed of a ``TableReading``: an input_fn that, called in a graph, makes
+    the table, queues its rows (``enqueue_columns``) and returns one dequeued batch, as
+    features or ``(features, labels)``.
+
+    Raises (when input_fn is called):
+      RuntimeError: TF is executing eagerly; or what making the table raises.
+    """
+
+    def input_fn() -> Any:
+        table = reading.make_table()
+        require_graph_mode(reading.fn_name)
+        queue = enqueue_columns(
+            table.columns,
+            reading.capacity,
+            reading.shuffle,
+            reading.min_after_dequeue,
+            reading.num_threads,
+            reading.batch_size,
+            reading.num_epochs,
+        )
+        return table.split(dequeue_batch(queue, list(table.columns), reading.batch_size, reading.num_epochs))
+
+    return input_fn
