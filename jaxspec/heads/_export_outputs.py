@@ -11,11 +11,11 @@ writes the SavedModel (``tf_bridge.export.signatures``); jaxspec's own predictio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from jaxspec.export import PredictOutput
+from jaxspec.export import ExportOutput, PredictOutput
+from jaxspec.spec.fn_types import ArrayLike
 
 
 class ClassNamesPredictOutput(PredictOutput):
@@ -32,7 +32,9 @@ class ClassNamesPredictOutput(PredictOutput):
         sequence of str (naming the key).
     """
 
-    def __init__(self, outputs: Any, class_names: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self, outputs: Mapping[str, ArrayLike], class_names: Mapping[str, Sequence[str] | np.ndarray]
+    ) -> None:
         super().__init__(outputs)
         names: dict[str, np.ndarray] = {}
         for key, value in class_names.items():
@@ -49,7 +51,7 @@ class ClassNamesPredictOutput(PredictOutput):
         return dict(self._class_names)
 
 
-def prefixed_class_names(output: Any, prefix: str) -> dict[str, np.ndarray]:
+def prefixed_class_names(output: ExportOutput, prefix: str) -> dict[str, np.ndarray]:
     """``output``'s class names (none for a plain PredictOutput) under ``prefix/key``, as
     MultiHead merges its heads' predict outputs."""
     names = getattr(output, "class_names", {})

@@ -14,12 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxspec.heads import _checks
+from jaxspec.heads import _checks, _metrics
 from jaxspec.mesh_axes import traced_replica_axis
+from jaxspec.metrics import Metric
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.head_args import HeadInterface
-from jaxspec.rules.head_keys import Reduction
+from jaxspec.rules.head_keys import MetricKeys, Reduction
 from jaxspec.spec import TPUEstimatorSpec
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 REPLICA_AXIS = "replica"  # the mesh axis TPUEstimator(use_tpu=True) runs model_fn over, by default
 
@@ -46,9 +48,11 @@ class Head(HeadInterface):
     ``create_estimator_spec`` / ``create_tpu_estimator_spec`` come from this class.
     JAX differences: ``loss`` returns a float32 scalar array and ``predictions`` arrays;
     metrics are jaxspec metric states (``metrics()`` gives the empty states,
-    ``update_metrics(eval_metrics, features, logits, labels, regularization_losses=None,
-    mode=None)`` returns them merged with a batch, as a new dict), and TRAIN takes the
-    logits as a function of the parameters (see ``create_estimator_spec``).
+    ``update_metrics(eval_metrics, features, logits, labels, mode=None,
+    regularization_losses=None)``, TF's signature, returns them merged with a batch, as a
+    new dict), and TRAIN takes the logits as a function of the parameters (see
+    ``create_estimator_spec``). The library's single heads build on ``HeadTemplate``,
+    which writes ``loss``, ``metrics`` and ``update_metrics`` once.
     """
 
     def _export_outputs(self, predictions: dict[Any, jax.Array]) -> dict[str, Any]:
@@ -246,6 +250,135 @@ class Head(HeadInterface):
         return TPUEstimatorSpec(
             mode=ModeKeys.TRAIN, predictions=self.predictions(lg), loss=loss, train_op=new_state
         )
+
+
+class HeadTemplate(Head):
+    """What the concrete heads share, written once: ``loss``, ``metrics`` and
+    ``update_metrics`` (and MultiHead's ``_weighted_losses``) as templates. A head built on
+    it supplies what differs:
+
+    - ``_processed_labels(logits, labels) -> (labels, ok)``: the labels as its loss takes
+      them (checked; vocabulary strings turned into ids) and a traced range check
+      (``ok``: a bool array, or None when nothing is checked at run time);
+    - ``_unweighted_loss_and_weights(logits, labels, features)``: the per-example losses
+      ``[batch, ...]`` (its loss function, or ``loss_fn``) and the weights broadcastable
+      to them (the weight column, or 1.0);
+    - ``_head_metrics(logits, labels, weights)``: its metric states of one batch, keyed
+      as TF's, besides ``average_loss`` and ``regularization_loss`` (added here);
+    - ``_metric_placeholders()``: logits, labels and per-example losses of one row (zeros),
+      from which ``metrics()`` takes the shapes of the empty states;
+    - ``predictions`` and ``_export_outputs``.
+
+    Logits are checked against ``logits_dimension`` (ValueError naming the shape), as TF.
+    """
+
+    def _processed_labels(self, logits: Array, labels: PyTree) -> tuple[Array, Array | None]:
+        raise NotImplementedError(f"{type(self).__name__} defines no _processed_labels.")
+
+    def _unweighted_loss_and_weights(
+        self, logits: Array, labels: Array, features: PyTree
+    ) -> tuple[Array, ArrayLike]:
+        raise NotImplementedError(f"{type(self).__name__} defines no _unweighted_loss_and_weights.")
+
+    def _head_metrics(self, logits: Array, labels: Array, weights: ArrayLike) -> dict[str, Metric]:
+        raise NotImplementedError(f"{type(self).__name__} defines no _head_metrics.")
+
+    def _metric_placeholders(self) -> tuple[Array, Array, Array]:
+        raise NotImplementedError(f"{type(self).__name__} defines no _metric_placeholders.")
+
+    def _losses_of_batch(
+        self, logits: ArrayLike, labels: PyTree, features: PyTree
+    ) -> tuple[Array, Array, Array, ArrayLike, Array | None]:
+        """Checked logits and labels, the per-example losses, the weights and ``ok``."""
+        checked = _checks.check_logits(logits, self.logits_dimension)
+        ready, ok = self._processed_labels(checked, labels)
+        unweighted, weights = self._unweighted_loss_and_weights(checked, ready, features)
+        return checked, ready, unweighted, weights, ok
+
+    def loss(
+        self,
+        labels: PyTree,
+        logits: ArrayLike,
+        features: PyTree = None,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayLike] | None = None,
+    ) -> Array:
+        """The training loss: the head's per-example losses (see the class docstring), or
+        ``loss_fn``'s, weighted by the weight column and reduced by ``loss_reduction``, plus
+        the regularization losses; a float32 scalar (NaN for labels out of range inside a
+        compiled step, where they cannot raise).
+
+        Args:
+          labels: ``[batch]`` or ``[batch, label_dimension]`` (class ids, vocabulary strings,
+            an indicator or values, as the head takes them).
+          logits: float ``[batch, logits_dimension]``.
+          features: dict holding the weight column, if any (and ``loss_fn``'s features).
+          mode: unused (TF's heads take it too).
+          regularization_losses: scalars added to the loss, or None.
+
+        Raises:
+          ValueError: bad logits, labels or weights shapes or dtypes; labels out of range
+            (on the host); labels None.
+        """
+        _, _, unweighted, weights, ok = self._losses_of_batch(logits, labels, features)
+        loss = _checks.reduce_weighted_loss(unweighted, weights, self.loss_reduction)
+        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
+
+    def _weighted_losses(self, labels: PyTree, logits: ArrayLike, features: PyTree = None) -> Array:
+        """The per-element ``loss * weight`` before reduction (NaN for traced labels out of
+        range), what a MultiHead's ``loss/<name>`` reduces over the real rows on the mesh."""
+        _, _, unweighted, weights, ok = self._losses_of_batch(logits, labels, features)
+        return _checks.nan_unless(
+            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
+        )
+
+    def metrics(self, regularization_losses: Sequence[ArrayLike] | None = None) -> dict[str, Metric]:
+        """The empty metric states, keyed as TF's (see the class docstring); with
+        ``regularization_losses``, ``regularization_loss`` too."""
+        logits, labels, unweighted = self._metric_placeholders()
+        return _metrics.empty_states(
+            lambda: self._batch_metrics(logits, labels, unweighted, 1.0, regularization_losses, None)
+        )
+
+    def update_metrics(
+        self,
+        eval_metrics: dict[str, Metric],
+        features: PyTree,
+        logits: ArrayLike,
+        labels: PyTree,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayLike] | None = None,
+    ) -> dict[str, Metric]:
+        """``eval_metrics`` (``metrics()``'s states) merged with the states of this batch,
+        as a new dict (TF updates its Keras metrics in place; states are values here).
+
+        Raises:
+          ValueError: as ``loss``; KeyError: ``eval_metrics`` lacks one of the keys.
+        """
+        logits, labels, unweighted, weights, ok = self._losses_of_batch(logits, labels, features)
+        batch = self._batch_metrics(logits, labels, unweighted, weights, regularization_losses, ok)
+        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
+
+    def _batch_metrics(
+        self,
+        logits: Array,
+        labels: Array,
+        unweighted: Array,
+        weights: ArrayLike,
+        regularization_losses: Sequence[ArrayLike] | None,
+        ok: Array | None,
+    ) -> dict[str, Metric]:
+        loss_mean = _metrics.broadcast_mean(unweighted, weights)
+        out: dict[str, Metric] = {
+            self._summary_key(MetricKeys.LOSS_MEAN): loss_mean.replace(
+                total=_checks.nan_unless(ok, loss_mean.total)
+            )
+        }
+        out.update(self._head_metrics(logits, labels, weights))
+        if regularization_losses is not None:
+            reg = _checks.sum_regularization(regularization_losses)
+            out[self._summary_key(MetricKeys.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
+        return out
 
 
 def _varies(x: Any) -> bool:

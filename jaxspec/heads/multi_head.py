@@ -96,8 +96,8 @@ class MultiHead(MultiHeadArgs, Head):
         features: Any,
         logits: Any,
         labels: Any,
-        regularization_losses: Any = None,
         mode: Any = None,
+        regularization_losses: Any = None,
     ) -> dict[str, Any]:
         """``eval_metrics`` merged with the states of this batch. ``loss/<head>`` is the
         mean over batches of the head's loss (on the mesh, of each replica's rows)."""
