@@ -14,8 +14,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from jaxspec.export import ExportOutput, PredictOutput
-from jaxspec.spec.fn_types import ArrayLike
+from jaxspec.export import ClassificationOutput, ExportOutput, PredictOutput
+from jaxspec.rules.head_keys import (
+    CLASSIFY_SERVING_KEY,
+    DEFAULT_SERVING_KEY,
+    PREDICT_SERVING_KEY,
+    PredictionKeys,
+)
+from jaxspec.spec.fn_types import Array, ArrayLike
 
 
 class ClassNamesPredictOutput(PredictOutput):
@@ -56,3 +62,19 @@ def prefixed_class_names(output: ExportOutput, prefix: str) -> dict[str, np.ndar
     MultiHead merges its heads' predict outputs."""
     names = getattr(output, "class_names", {})
     return {f"{prefix}/{key}": value for key, value in names.items()}
+
+
+def classifier_exports(
+    predictions: dict[str, Array], class_names: np.ndarray, named_keys: Sequence[str]
+) -> dict[str, ExportOutput]:
+    """A classification head's PREDICT export outputs, as tf.estimator 2.15's:
+    ``serving_default`` and ``classification`` (a ClassificationOutput of the
+    ``probabilities`` ``[batch, n_classes]`` and the ``class_names``) and ``predict``
+    (every prediction; the outputs ``named_keys`` hold class ids that stand for
+    ``class_names``)."""
+    classifier = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES], classes=class_names)
+    return {
+        DEFAULT_SERVING_KEY: classifier,
+        CLASSIFY_SERVING_KEY: classifier,
+        PREDICT_SERVING_KEY: ClassNamesPredictOutput(predictions, dict.fromkeys(named_keys, class_names)),
+    }

@@ -11,17 +11,14 @@ import numpy as np
 import optax
 
 from jaxspec import metrics as jmetrics
-from jaxspec.export import ClassificationOutput, ExportOutput, RegressionOutput
+from jaxspec.export import ExportOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export_outputs import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import classifier_exports
 from jaxspec.heads.base_head import HeadTemplate
 from jaxspec.metrics import Metric
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import BinaryClassHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
@@ -124,20 +121,12 @@ class BinaryClassHead(BinaryClassHeadArgs, HeadTemplate):
         return {k: values[k]() for k in _PRED_KEYS if k in keys}
 
     def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
-        classifier = ClassificationOutput(
-            scores=predictions[PredictionKeys.PROBABILITIES], classes=self.class_names()
+        exports = classifier_exports(
+            predictions, self.class_names(), [PredictionKeys.CLASSES, PredictionKeys.ALL_CLASSES]
         )
-        return {
-            DEFAULT_SERVING_KEY: classifier,
-            CLASSIFY_SERVING_KEY: classifier,
-            REGRESS_SERVING_KEY: RegressionOutput(value=predictions[PredictionKeys.LOGISTIC]),
-            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
-                predictions,
-                {PredictionKeys.CLASSES: self.class_names(), PredictionKeys.ALL_CLASSES: self.class_names()},
-            ),
-        }
+        exports[REGRESS_SERVING_KEY] = RegressionOutput(value=predictions[PredictionKeys.LOGISTIC])
+        return exports
 
-    # -- metrics -----------------------------------------------------------------------
     def _threshold_keys(self) -> list[tuple[float, str, str, str]]:
         k = MetricKeys
         return [

@@ -11,18 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxspec.export import ClassificationOutput, ExportOutput
+from jaxspec.export import ExportOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export_outputs import ClassNamesPredictOutput
+from jaxspec.heads._export_outputs import classifier_exports
 from jaxspec.heads.base_head import HeadTemplate
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
 from jaxspec.metrics import Metric
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import MultiLabelHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
@@ -118,16 +115,7 @@ class MultiLabelHead(MultiLabelHeadArgs, HeadTemplate):
         return {k: values[k]() for k in _PRED_KEYS if k in keys}
 
     def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
-        classifier = ClassificationOutput(
-            scores=predictions[PredictionKeys.PROBABILITIES], classes=self.class_names()
-        )
-        return {
-            DEFAULT_SERVING_KEY: classifier,
-            CLASSIFY_SERVING_KEY: classifier,
-            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
-                predictions, {PredictionKeys.CLASSES: self.class_names()}
-            ),
-        }
+        return classifier_exports(predictions, self.class_names(), [PredictionKeys.CLASSES])
 
     def _class_key(self, template_id: str, template_name: str, class_id: int) -> str:
         if self._label_vocabulary is None:

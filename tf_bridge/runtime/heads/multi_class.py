@@ -11,20 +11,17 @@ import tensorflow as tf
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import MultiClassHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
+from tf_bridge.runtime.heads import _checks, base, base_template
+from tf_bridge.runtime.spec import ExportOutput
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class MultiClassHead(MultiClassHeadArgs, base.Head):
+class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
     """Single-label classification over ``n_classes`` > 2 classes with softmax cross
     entropy (``tf.estimator.MultiClassHead``).
 
@@ -69,7 +66,10 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         )
         self._logits_dimension = given  # TF 2.15 gave n_classes back as it was given
 
-    def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _static_logits_dimension(self) -> int:
+        return self._n_classes
+
+    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is None:
@@ -97,40 +97,6 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
             )
             loss = tf.expand_dims(loss, -1)
         return loss, _checks.weights_for(features, self._weight_column, logits)
-
-    def loss(
-        self,
-        labels: tf.types.experimental.TensorLike,
-        logits: tf.types.experimental.TensorLike,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss: weighted softmax cross entropy (or ``loss_fn``) reduced
-        by ``loss_reduction``, plus the regularization losses.
-
-        Args:
-          labels: int class ids (or the vocabulary's strings) ``[D0, ..., DN, 1]`` or ``[D0, ..., DN]``.
-          logits: float ``[D0, ..., DN, n_classes]``.
-          features: dict holding the weight column, if any.
-          mode: unused.
-          regularization_losses: list of scalar tensors, or None.
-
-        Raises:
-          ValueError: labels not integer (no vocabulary) or not strings (with one); (eager)
-            bad shapes, a label outside ``[0, n_classes)``; (graph) a bad logits/labels rank
-            or last dimension, shapes TensorFlow's loss op refuses (as TF 2.15).
-          tf.errors.InvalidArgumentError: (graph) a label outside the range or the
-            vocabulary, or a wrong shape that only TF 2.15 checked when the graph ran
-            (labels' other dimensions, weights, ``loss_fn``'s output; static or not).
-        """
-        del mode
-        with tf.name_scope("losses"):
-            logits = _checks.check_logits(logits, self._n_classes)
-            label_ids = self._label_ids(logits, labels)
-            unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
-            return base.add_regularization(loss, regularization_losses)
 
     def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits``, ``probabilities`` [.., n_classes], ``class_ids`` int64 [.., 1],
@@ -172,57 +138,15 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         out[key(k.ACCURACY)] = m.Accuracy(name=k.ACCURACY)
         return out
 
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
-        k, key = MetricKeys, self._summary_key
+    def _update_head_metrics(
+        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+    ) -> None:
         class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
-        logits = _checks.check_logits(logits, self._n_classes)
-        label_ids = self._label_ids(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
-        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
-        eval_metrics[key(k.ACCURACY)].update_state(y_true=label_ids, y_pred=class_ids, sample_weight=weights)
-        total = base.regularization_total(regularization_losses)
-        if total is not None:
-            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
-        return eval_metrics
+        eval_metrics[self._summary_key(MetricKeys.ACCURACY)].update_state(
+            y_true=labels, y_pred=class_ids, sample_weight=weights
+        )
 
-    def _create_tpu_estimator_spec(
-        self,
-        features: Any,
-        mode: str,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> TPUEstimatorSpec:
-        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
-        (probabilities and class names) and ``predict`` (every prediction)."""
-        with tf.name_scope(self._name or "head"):
-            predictions = self.predictions(logits)
-            if mode == ModeKeys.PREDICT:
-                classify = base.classification_output(
-                    predictions[P.PROBABILITIES], self._n_classes, self._label_vocabulary
-                )
-                return TPUEstimatorSpec(
-                    mode=ModeKeys.PREDICT,
-                    predictions=predictions,
-                    export_outputs={
-                        DEFAULT_SERVING_KEY: classify,
-                        CLASSIFY_SERVING_KEY: classify,
-                        PREDICT_SERVING_KEY: PredictOutput(predictions),
-                    },
-                )
-            return base.train_or_eval_spec(
-                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
-                train_op_fn, update_ops, regularization_losses,
-            )  # fmt: skip
+    def _export_outputs(self, predictions: dict[str, tf.Tensor]) -> dict[str, ExportOutput]:
+        """``serving_default`` and ``classification`` (probabilities and class names) and
+        ``predict`` (every prediction)."""
+        return base_template.classifier_exports(predictions, self._n_classes, self._label_vocabulary)

@@ -112,9 +112,11 @@ class MultiHead(MultiHeadArgs, base.Head):
         features: Any,
         logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
         labels: dict[str, tf.types.experimental.TensorLike],
+        mode: str | None = None,
         regularization_losses: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
         """Update ``metrics()``'s dict with one batch and add every head's updated metrics."""
+        del mode
         logits_dict = self._logits_dict(logits, labels)
         total = base.regularization_total(regularization_losses)
         if total is not None:
