@@ -103,8 +103,8 @@ class _KerasRef:
     def __init__(self, metric: Any) -> None:
         self.metric = metric
         try:
-            config = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
-            config = json.dumps(config, sort_keys=True, default=repr)
+            fields = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
+            config = json.dumps(fields, sort_keys=True, default=repr)
         except Exception:
             config = f"id:{id(metric)}"
         self.key = (type(metric).__module__, type(metric).__qualname__, config)

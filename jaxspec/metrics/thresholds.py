@@ -235,7 +235,7 @@ _AT_THRESHOLDS_DOC = """{summary} at each threshold (``tf.compat.v1.metrics.{nam
 def _at_thresholds_factory(cls: type[_CountsAtThresholds], summary: str) -> Any:
     """The metric function of ``cls`` (its ``from_batch`` names it): TF's signature,
     the docstring of the table's row."""
-    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
+    function_name = (cls.from_batch.__doc__ or f"``{cls.__name__}(``").split("``")[1].split("(")[0]  # no doc: -OO
 
     def factory(
         labels: Any,

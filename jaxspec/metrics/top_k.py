@@ -174,7 +174,7 @@ _BY_IDS = """predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.
 def _top_k_factory(cls: type[Metric], summary: str, by_ids: bool, nan: str) -> Any:
     """The metric function of ``cls`` (precision or recall, from scores or from ids):
     TF's signature, the docstring of the table's row."""
-    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
+    function_name = (cls.from_batch.__doc__ or f"``{cls.__name__}(``").split("``")[1].split("(")[0]  # no doc: -OO
     other = "fp" if "fp" in cls.__dataclass_fields__ else "fn"
 
     def state(labels: Any, ids: jax.Array, k: int | None, class_id: int | None, weights: Any) -> Any:

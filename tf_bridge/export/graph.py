@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax.experimental import jax2tf
@@ -54,20 +55,23 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
         for i, leaf in enumerate(leaves)
         if is_key[i]
     }
-    stripped = treedef.unflatten([None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)])
+    stripped = jax.tree_util.tree_unflatten(
+        treedef, [None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)]
+    )
 
     def full(tree: Any) -> Any:
         rest = iter(jax.tree_util.tree_leaves(tree))
-        return treedef.unflatten(
+        return jax.tree_util.tree_unflatten(
+            treedef,
             [
-                jax.random.wrap_key_data(keys[i][1], impl=keys[i][0]) if k else next(rest)
+                jax.random.wrap_key_data(jnp.asarray(keys[i][1]), impl=keys[i][0]) if k else next(rest)
                 for i, k in enumerate(is_key)
-            ]
+            ],
         )
 
     def strip(tree: Any) -> Any:
         flat, tdef = jax.tree_util.tree_flatten(tree)
-        return tdef.unflatten([None if _is_typed_key(leaf) else leaf for leaf in flat])
+        return jax.tree_util.tree_unflatten(tdef, [None if _is_typed_key(leaf) else leaf for leaf in flat])
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         def no_keys(state: Any, step: Any, features: Any, labels: Any) -> Any:

@@ -141,7 +141,8 @@ def _serving(
     described = {}
     for group_name, tensors in groups:
         named = {k: index.get(getattr(t, "name", None)) for k, t in tensors.items()}
-        own = None not in named.values() and sorted(named.values()) == list(range(len(flat)))
+        ids = [i for i in named.values() if i is not None]
+        own = len(ids) == len(named) and sorted(ids) == list(range(len(flat)))
         inputs, inputs_are = (named, "receiver_tensors") if own else (by_key, "features")
         for head in heads:
             key = head if group_name is None else f"{group_name}:{head}"
@@ -281,7 +282,7 @@ def build(
             signatures, excluded, fetched = _predict(
                 export, treedef, state_in, step, receiver, feature_specs, platforms
             )
-            serving = _serving(receiver, export.heads, signatures, feature_specs)
+            serving = _serving(receiver, export.heads or {}, signatures, feature_specs)
         else:
             signatures, excluded, fetched = _supervised(
                 mode,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import tensorflow as tf
@@ -111,7 +111,7 @@ class ServingInputReceiver(
         features: Any,
         receiver_tensors: Any,
         receiver_tensors_alternatives: Mapping[str, Any] | None = None,
-    ) -> ServingInputReceiver:
+    ) -> Self:
         features = _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
         receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
         alternatives = _check_alternatives(receiver_tensors_alternatives)
