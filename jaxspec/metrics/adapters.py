@@ -38,6 +38,7 @@ import numpy as np
 from flax import struct
 
 from jaxspec.metrics.base import Metric, active_padding_mask, is_concrete, is_metric_state
+from jaxspec.spec.fn_types import ArrayLike
 
 
 # -- (value, update) pairs ---------------------------------------------------------------------
@@ -229,7 +230,9 @@ def from_keras_object(metric: Any, name: str) -> KerasMetric:
     return KerasMetric(variables=values, padded=_padding_rows(), ref=_KerasRef(metric))
 
 
-def keras_metric(metric: Any, *args: Any, sample_weight: Any = None, **kwargs: Any) -> KerasMetric:
+def keras_metric(
+    metric: Any, *args: Any, sample_weight: ArrayLike | None = None, **kwargs: Any
+) -> KerasMetric:
     """The state of one batch of a Keras 3 metric (JAX backend), padding excluded.
 
     Runs ``metric.stateless_update_state(zeros, *args, sample_weight=w, **kwargs)`` where
