@@ -8,7 +8,7 @@ predictions and export outputs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -19,10 +19,15 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import _checks, base
 from tf_bridge.runtime.spec import ExportOutput, ModeKeys, PredictOutput, TPUEstimatorSpec
 
-TensorLike = tf.types.experimental.TensorLike
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
+    from tf_keras.optimizers.legacy import Optimizer as KerasOptimizer
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 class HeadTemplate(base.Head):
@@ -45,12 +50,16 @@ class HeadTemplate(base.Head):
         raise NotImplementedError(f"{type(self).__name__} defines no _labels.")
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         raise NotImplementedError(f"{type(self).__name__} defines no _unweighted_loss_and_weights.")
 
     def _update_head_metrics(
-        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+        self,
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
     ) -> None:
         raise NotImplementedError(f"{type(self).__name__} defines no _update_head_metrics.")
 
@@ -62,7 +71,7 @@ class HeadTemplate(base.Head):
         return self.logits_dimension
 
     def _batch(
-        self, logits: TensorLike, labels: TensorLike, features: Any
+        self, logits: TensorLike, labels: TensorLike, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor | float]:
         """Checked logits and labels, the per-example losses and the weights."""
         checked = _checks.check_logits(logits, self._static_logits_dimension())
@@ -74,7 +83,7 @@ class HeadTemplate(base.Head):
         self,
         labels: TensorLike,
         logits: TensorLike,
-        features: Any = None,
+        features: PyTree = None,
         mode: str | None = None,
         regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> tf.Tensor:
@@ -101,18 +110,18 @@ class HeadTemplate(base.Head):
         del mode
         with tf.name_scope("losses"):
             _, _, unweighted, weights = self._batch(logits, labels, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
+            loss = _checks.weighted_loss(unweighted, weights, self.loss_reduction)
             return base.add_regularization(loss, regularization_losses)
 
     def update_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
+        eval_metrics: dict[str, KerasMetric],
+        features: PyTree,
         logits: TensorLike,
         labels: TensorLike,
         mode: str | None = None,
         regularization_losses: Sequence[tf.Tensor] | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, KerasMetric]:
         """``eval_metrics`` (``metrics()``'s dict) updated in place with one batch, weighted
         by the weight column, and returned (``tf.estimator.Head.update_metrics``).
 
@@ -132,13 +141,13 @@ class HeadTemplate(base.Head):
 
     def _create_tpu_estimator_spec(
         self,
-        features: Any,
+        features: PyTree,
         mode: str,
         logits: TensorLike,
         labels: TensorLike | None = None,
-        optimizer: Any = None,
+        optimizer: KerasOptimizer | None = None,
         trainable_variables: Sequence[tf.Variable] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
+        train_op_fn: Callable[[tf.Tensor], tf.Operation] | None = None,
         update_ops: Sequence[tf.Operation] | None = None,
         regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> TPUEstimatorSpec:
@@ -146,7 +155,7 @@ class HeadTemplate(base.Head):
         PREDICT: the predictions and ``_export_outputs``; EVAL: the loss and
         ``eval_metrics = (update_metrics, tensors)``; TRAIN: the loss, the train op and the
         loss summaries (see ``base.train_or_eval_spec``)."""
-        with tf.name_scope(self._name or "head"):
+        with tf.name_scope(self.name or "head"):
             predictions = self.predictions(logits)
             if mode == ModeKeys.PREDICT:
                 return TPUEstimatorSpec(

@@ -4,7 +4,7 @@ cross entropy, tf.estimator's metrics, predictions and export outputs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -12,8 +12,14 @@ from jaxspec.rules import head_keys
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import BinaryClassHeadArgs
 from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import _checks, base, base_template
 from tf_bridge.runtime.spec import ExportOutput, RegressionOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.LOGISTIC, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
@@ -41,7 +47,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
         arguments.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """float32 0/1 labels ``[D0, ..., DN, 1]``."""
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is not None:
@@ -50,7 +56,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
         return _checks.check_label_range(labels, 2, message="labels must be 0 or 1 (or in label_vocabulary)")
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
@@ -58,7 +64,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
             loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits`` [.., 1], ``logistic`` [.., 1], ``probabilities`` [.., 2], ``class_ids``
         int64 [.., 1], ``classes`` string [.., 1], ``all_class_ids`` int32 [batch, 2],
         ``all_classes`` string [batch, 2]; only ``keys`` when given (ValueError for another key)."""
@@ -94,7 +100,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
     def _threshold_keys(self, pattern: str) -> list[str]:
         return [self._summary_key(pattern % t) for t in self._thresholds]
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics under tf.estimator's keys (``average_loss``, ``accuracy``,
         ``precision``, ``recall``, ``prediction/mean``, ``label/mean``,
         ``accuracy_baseline``, ``auc``, ``auc_precision_recall``, ``regularization_loss``
@@ -127,7 +133,11 @@ class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
         return out
 
     def _update_head_metrics(
-        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+        self,
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
     ) -> None:
         k, key = MetricKeys, self._summary_key
         predictions = self.predictions(logits, [P.CLASS_IDS, P.LOGISTIC])

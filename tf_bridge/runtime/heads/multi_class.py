@@ -4,7 +4,7 @@ entropy, tf.estimator's metrics, predictions and export outputs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tensorflow as tf
 
@@ -14,8 +14,14 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import _checks, base, base_template
 from tf_bridge.runtime.spec import ExportOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
@@ -69,7 +75,7 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
     def _static_logits_dimension(self) -> int:
         return self._n_classes
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is None:
@@ -87,7 +93,7 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
         )
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, label_ids: tf.Tensor, features: Any
+        self, logits: tf.Tensor, label_ids: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, label_ids, logits, features, 1)
@@ -98,7 +104,7 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
             loss = tf.expand_dims(loss, -1)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits``, ``probabilities`` [.., n_classes], ``class_ids`` int64 [.., 1],
         ``classes`` string [.., 1], ``all_class_ids`` int32 and ``all_classes`` string
         [batch, n_classes]; only ``keys`` when given (ValueError for another key)."""
@@ -128,7 +134,7 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
                 out[P.ALL_CLASSES] = base.all_classes(logits, self._n_classes, self._label_vocabulary)
         return out
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``accuracy`` and, with regularization
         losses, ``regularization_loss`` (each ``/name``-suffixed)."""
         m, k, key = base.keras_metrics(), MetricKeys, self._summary_key
@@ -139,7 +145,11 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
         return out
 
     def _update_head_metrics(
-        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+        self,
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
     ) -> None:
         class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
         eval_metrics[self._summary_key(MetricKeys.ACCURACY)].update_state(

@@ -4,7 +4,7 @@ classes per example, sigmoid cross entropy per class, tf.estimator's metrics and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -14,8 +14,14 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import _checks, base, base_template
 from tf_bridge.runtime.spec import ExportOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASSES)
@@ -48,7 +54,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
         class-based metrics out of range or (strings) without a vocabulary.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """int64 indicator labels ``[D0, ..., DN, n_classes]``."""
         if labels is None:
             _checks.check_labels(None, logits, self._n_classes)
@@ -81,7 +87,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
         return _checks.check_labels(labels, logits, self._n_classes)
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
@@ -90,7 +96,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
             loss = tf.reduce_mean(xent, axis=-1, keepdims=True)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits``, ``probabilities`` (sigmoid) [.., n_classes] and ``classes`` string
         [batch, n_classes] (every class name); only ``keys`` when given."""
         if keys:
@@ -132,7 +138,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
             for t in self._thresholds
         ]
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``auc``, ``auc_precision_recall``,
         ``regularization_loss`` (with regularization losses), the threshold keys and the
         class-based keys (each ``/name``-suffixed)."""
@@ -155,7 +161,11 @@ class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
         return out
 
     def _update_head_metrics(
-        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+        self,
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
     ) -> None:
         k, key = MetricKeys, self._summary_key
         probabilities = self.predictions(logits, [P.PROBABILITIES])[P.PROBABILITIES]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -16,8 +16,14 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import _checks, base, base_template
 from tf_bridge.runtime.spec import ExportOutput, PredictOutput, RegressionOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 
@@ -41,12 +47,12 @@ class RegressionHead(RegressionHeadArgs, base_template.HeadTemplate):
       ValueError: label_dimension < 1, an unknown loss_reduction, or a bad loss_fn.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         labels = _checks.check_labels(labels, logits, self._logits_dimension)
         return tf.cast(labels, tf.float32)
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
@@ -57,7 +63,7 @@ class RegressionHead(RegressionHeadArgs, base_template.HeadTemplate):
         weights = _checks.weights_for(features, self._weight_column, logits, per_logit=True)
         return loss, weights
 
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``predictions`` (``inverse_link_fn(logits)`` or the logits) ``[.., label_dimension]``,
         and ``logits`` when there is an inverse_link_fn. TF's RegressionHead takes no
         ``keys``; accepted here (the head interface's) and ignored."""
@@ -67,7 +73,7 @@ class RegressionHead(RegressionHeadArgs, base_template.HeadTemplate):
                 return {P.PREDICTIONS: self._inverse_link_fn(logits), P.LOGITS: logits}
             return {P.PREDICTIONS: logits}
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``prediction/mean``, ``label/mean``
         and, with regularization losses, ``regularization_loss`` (each ``/name``-suffixed)."""
         m, k, key = base.keras_metrics(), MetricKeys, self._summary_key
@@ -81,7 +87,11 @@ class RegressionHead(RegressionHeadArgs, base_template.HeadTemplate):
         return out
 
     def _update_head_metrics(
-        self, eval_metrics: dict[str, Any], logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | float
+        self,
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
     ) -> None:
         k, key = MetricKeys, self._summary_key
         eval_metrics[key(k.LABEL_MEAN)].update_state(values=labels, sample_weight=weights)
