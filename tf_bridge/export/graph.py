@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 from jax.experimental import jax2tf
 
+from jaxspec.spec.fn_types import PyTree
+
 _FIRST_CHARS = frozenset(string.ascii_letters + string.digits + ".")
 _NAME_CHARS = _FIRST_CHARS | {"_", "-"}
 BATCH_SYMBOL = "b"
@@ -74,7 +76,7 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
         return jax.tree_util.tree_unflatten(tdef, [None if _is_typed_key(leaf) else leaf for leaf in flat])
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def no_keys(state: Any, step: Any, features: Any, labels: Any) -> Any:
+        def no_keys(state: Any, step: Any, features: PyTree, labels: PyTree) -> Any:
             out = fn(full(state), step, features, labels)
             return {**out, "new_state": strip(out["new_state"])} if "new_state" in out else out
 

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from jaxspec.export.export_output import ExportOutput
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import signatures as _signatures
 
@@ -97,7 +98,7 @@ def _example(tree: Any) -> Any:
     )
 
 
-def _feeds(features: Any, labels: Any) -> dict[str, np.ndarray]:
+def _feeds(features: PyTree, labels: PyTree) -> dict[str, np.ndarray]:
     tensors = tf.nest.flatten(features) + ([] if labels is None else tf.nest.flatten(labels))
     return {t.name: value for t, value in zip(tensors, tf.nest.flatten(_example(tensors)), strict=True)}
 
@@ -162,7 +163,7 @@ def _predict(
 ) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
     heads = _signatures.check_heads(export.heads)
 
-    def body(flat_state: list[Any], step: Any, features: Any) -> Any:
+    def body(flat_state: list[Any], step: Any, features: PyTree) -> Any:
         return export.fn(jax.tree_util.tree_unflatten(treedef, flat_state), step, features, None)["heads"]
 
     outputs = _graph.convert(body, [None, None, specs], platforms)(state_in, step, receiver.features)

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
+from jaxspec.spec.fn_types import PyTree
 from jaxspec.store import paths
 from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
@@ -392,7 +393,7 @@ def export_saved_model(
       ValueError, TypeError, ExportCompatibilityError: as ``export_all_saved_models``.
     """
 
-    def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
+    def fn(state: Any, step: Any, features: PyTree, labels: PyTree) -> dict[str, Any]:
         return {"heads": serving_fn(state, features)}
 
     export = ModeExport(serving_input_receiver_fn, fn, _signatures.check_heads(heads))
