@@ -6,7 +6,6 @@ shared with tf_bridge's heads), values checked where they are concrete."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,21 +13,22 @@ import numpy as np
 
 from jaxspec.rules import head_args as rules
 from jaxspec.rules.head_keys import Reduction
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 _SPARSE = ("BCOO", "BCSR", "SparseTensor", "SparseTensorValue")
 
 
-def is_concrete(*trees: Any) -> bool:
+def is_concrete(*trees: PyTree) -> bool:
     """True when no leaf of ``trees`` is a tracer (its values can be read on the host)."""
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
 
 
-def _shape(x: Any) -> tuple[int, ...]:
+def _shape(x: ArrayLike) -> tuple[int, ...]:
     return tuple(np.shape(x))
 
 
 def call_loss_fn(
-    loss_fn: Callable[..., Any], labels: Any, logits: jax.Array, features: Any, expected_loss_dim: int
+    loss_fn: Callable[..., ArrayLike], labels: Array, logits: Array, features: PyTree, expected_loss_dim: int
 ) -> jax.Array:
     """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] +
     (expected_loss_dim,)`` (ValueError naming both shapes otherwise)."""
@@ -38,7 +38,7 @@ def call_loss_fn(
     return loss
 
 
-def check_logits(logits: Any, expected_dim: int) -> jax.Array:
+def check_logits(logits: ArrayLike, expected_dim: int) -> Array:
     """Logits as float32 ``[D0, ..., DN, expected_dim]`` (rank >= 2), else ValueError."""
     if logits is None:
         raise ValueError("logits is required, got None.")
@@ -46,7 +46,7 @@ def check_logits(logits: Any, expected_dim: int) -> jax.Array:
     return jnp.asarray(logits, jnp.float32)
 
 
-def check_labels(labels: Any, logits: Any, expected_dim: int) -> Any:
+def check_labels(labels: object, logits: Array, expected_dim: int) -> Array | np.ndarray:
     """Labels of shape ``logits.shape[:-1] + (expected_dim,)``; labels one rank short are
     given a trailing axis first. The dtype is kept (numpy string labels stay numpy).
 
@@ -55,15 +55,14 @@ def check_labels(labels: Any, logits: Any, expected_dim: int) -> Any:
         gives the expected and the actual shape).
     """
     rules.check_labels_present(labels, expected_dim, type(labels).__name__ in _SPARSE)
-    if isinstance(labels, (list, tuple)) or not hasattr(labels, "shape"):
-        labels = np.asarray(labels)
-    if rules.labels_need_last_axis(_shape(labels), _shape(logits)):
-        labels = labels[..., None]
-    rules.check_labels_shape(_shape(labels), _shape(logits), expected_dim)
-    return labels
+    array = labels if isinstance(labels, (jax.Array, np.ndarray)) else np.asarray(labels)
+    if rules.labels_need_last_axis(_shape(array), _shape(logits)):
+        array = array[..., None]
+    rules.check_labels_shape(_shape(array), _shape(logits), expected_dim)
+    return array
 
 
-def label_ids_from_vocabulary(labels: Any, vocabulary: Sequence[str]) -> Any:
+def label_ids_from_vocabulary(labels: Array | np.ndarray, vocabulary: Sequence[str]) -> Array | np.ndarray:
     """String labels (numpy, concrete) to their index in ``vocabulary`` (ValueError naming
     those absent from it, where TF's lookup gives -1 and its range check fails); integer
     labels are taken as ids already (JAX arrays hold no strings, so labels inside a
@@ -85,7 +84,7 @@ def label_ids_from_vocabulary(labels: Any, vocabulary: Sequence[str]) -> Any:
     return labels
 
 
-def labels_in_range(labels: Any, n_classes: int, message: str | None = None) -> jax.Array | None:
+def labels_in_range(labels: ArrayLike, n_classes: int, message: str | None = None) -> Array | None:
     """Check ``0 <= labels < n_classes``. Concrete labels: ValueError when outside (TF's
     eager check). Traced labels: return a boolean scalar (True when all are in range),
     which the head turns into a NaN loss, since a compiled step cannot raise."""
@@ -103,8 +102,8 @@ def labels_in_range(labels: Any, n_classes: int, message: str | None = None) -> 
 
 
 def get_weights(
-    features: Any, weight_column: Any, logits: jax.Array, allow_per_logit_weights: bool = False
-) -> Any:
+    features: PyTree, weight_column: str | None, logits: Array, allow_per_logit_weights: bool = False
+) -> ArrayLike:
     """The example weights from ``features[weight_column]`` as float32 ``[D0, ..., DN, 1]``
     (``[D0, ..., DN, logits_dimension]`` too when ``allow_per_logit_weights``), or 1.0
     without a weight column.
@@ -138,7 +137,7 @@ def get_weights(
     return weights
 
 
-def reduce_weighted_loss(unweighted_loss: jax.Array, weights: Any, reduction: str) -> jax.Array:
+def reduce_weighted_loss(unweighted_loss: Array, weights: ArrayLike, reduction: str) -> Array:
     """Keras' ``compute_weighted_loss``: ``loss * weights`` summed (SUM) or summed and divided
     by its number of elements (SUM_OVER_BATCH_SIZE, AUTO); float32 scalar."""
     weighted = jnp.asarray(unweighted_loss, jnp.float32) * jnp.asarray(weights, jnp.float32)
@@ -148,14 +147,14 @@ def reduce_weighted_loss(unweighted_loss: jax.Array, weights: Any, reduction: st
     return total / weighted.size if weighted.size else jnp.zeros((), jnp.float32)
 
 
-def add_regularization(loss: jax.Array, regularization_losses: Any) -> jax.Array:
+def add_regularization(loss: Array, regularization_losses: Sequence[ArrayLike] | None) -> Array:
     """``loss + sum(regularization_losses)`` (the list may be None)."""
     if regularization_losses is None:
         return loss
     return loss + sum_regularization(regularization_losses)
 
 
-def sum_regularization(regularization_losses: Sequence[Any]) -> jax.Array:
+def sum_regularization(regularization_losses: Sequence[ArrayLike]) -> Array:
     """The sum of the scalar regularization losses, float32."""
     return sum((jnp.asarray(r, jnp.float32) for r in regularization_losses), jnp.zeros((), jnp.float32))
 

@@ -11,11 +11,17 @@ writes the SavedModel (``tf_bridge.export.signatures``); jaxspec's own predictio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from jaxspec.export import PredictOutput
+from jaxspec.export import ClassificationOutput, ExportOutput, PredictOutput
+from jaxspec.rules.head_keys import (
+    CLASSIFY_SERVING_KEY,
+    DEFAULT_SERVING_KEY,
+    PREDICT_SERVING_KEY,
+    PredictionKeys,
+)
+from jaxspec.spec.fn_types import Array, ArrayLike
 
 
 class ClassNamesPredictOutput(PredictOutput):
@@ -32,7 +38,9 @@ class ClassNamesPredictOutput(PredictOutput):
         sequence of str (naming the key).
     """
 
-    def __init__(self, outputs: Any, class_names: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self, outputs: Mapping[str, ArrayLike], class_names: Mapping[str, Sequence[str] | np.ndarray]
+    ) -> None:
         super().__init__(outputs)
         names: dict[str, np.ndarray] = {}
         for key, value in class_names.items():
@@ -49,8 +57,24 @@ class ClassNamesPredictOutput(PredictOutput):
         return dict(self._class_names)
 
 
-def prefixed_class_names(output: Any, prefix: str) -> dict[str, np.ndarray]:
+def prefixed_class_names(output: ExportOutput, prefix: str) -> dict[str, np.ndarray]:
     """``output``'s class names (none for a plain PredictOutput) under ``prefix/key``, as
     MultiHead merges its heads' predict outputs."""
     names = getattr(output, "class_names", {})
     return {f"{prefix}/{key}": value for key, value in names.items()}
+
+
+def classifier_exports(
+    predictions: dict[str, Array], class_names: np.ndarray, named_keys: Sequence[str]
+) -> dict[str, ExportOutput]:
+    """A classification head's PREDICT export outputs, as tf.estimator 2.15's:
+    ``serving_default`` and ``classification`` (a ClassificationOutput of the
+    ``probabilities`` ``[batch, n_classes]`` and the ``class_names``) and ``predict``
+    (every prediction; the outputs ``named_keys`` hold class ids that stand for
+    ``class_names``)."""
+    classifier = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES], classes=class_names)
+    return {
+        DEFAULT_SERVING_KEY: classifier,
+        CLASSIFY_SERVING_KEY: classifier,
+        PREDICT_SERVING_KEY: ClassNamesPredictOutput(predictions, dict.fromkeys(named_keys, class_names)),
+    }

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
 
 from jaxspec import metrics
 from jaxspec.metrics.base import padding_mask_scope
+from jaxspec.spec.fn_types import ArrayLike
+
+M = TypeVar("M", bound=metrics.Metric)
 
 
-def empty_states(build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def empty_states(build: Callable[[], dict[str, M]]) -> dict[str, M]:
     """The states ``build()`` gives, zeroed: the empty metrics of a head. Built with no
     padding mask, since only their shapes matter (inside an EVAL trace the mask's batch
     is not the dummy batch's)."""
@@ -58,7 +61,7 @@ class KerasAUC(metrics.AUC):
         return self._checked(value)
 
 
-def keras_auc(labels: Any, predictions: Any, weights: Any, curve: str = "ROC") -> KerasAUC:
+def keras_auc(labels: ArrayLike, predictions: ArrayLike, weights: ArrayLike, curve: str = "ROC") -> KerasAUC:
     """The state of ``tf.keras.metrics.AUC(curve=curve)`` updated with one batch (labels
     read as booleans, predictions in [0, 1], weights broadcast to predictions)."""
     labels = jnp.asarray(labels, jnp.float32)
@@ -84,14 +87,16 @@ def accuracy_baseline(label_mean: metrics.Mean) -> AccuracyBaseline:
     return AccuracyBaseline(total=label_mean.total, count=label_mean.count)
 
 
-def broadcast_mean(values: Any, weights: Any) -> metrics.Mean:
+def broadcast_mean(values: ArrayLike, weights: ArrayLike) -> metrics.Mean:
     """``tf.keras.metrics.Mean`` updated with ``values`` and weights broadcast to them."""
     values = jnp.asarray(values, jnp.float32)
     w = jnp.broadcast_to(jnp.asarray(weights, jnp.float32), values.shape)
     return metrics.mean(values, w)
 
 
-def binary_accuracy(labels: Any, probabilities: Any, weights: Any, threshold: float) -> metrics.Accuracy:
+def binary_accuracy(
+    labels: ArrayLike, probabilities: ArrayLike, weights: ArrayLike, threshold: float
+) -> metrics.Accuracy:
     """``tf.keras.metrics.BinaryAccuracy(threshold=t)``: labels against ``p > t``."""
     predicted = (jnp.asarray(probabilities, jnp.float32) > threshold).astype(jnp.float32)
     labels = jnp.asarray(labels, jnp.float32)
@@ -100,7 +105,9 @@ def binary_accuracy(labels: Any, probabilities: Any, weights: Any, threshold: fl
     )
 
 
-def precision_recall_at(labels: Any, scores: Any, weights: Any, threshold: float) -> tuple[Any, Any]:
+def precision_recall_at(
+    labels: ArrayLike, scores: ArrayLike, weights: ArrayLike, threshold: float
+) -> tuple[metrics.Precision, metrics.Recall]:
     """``tf.keras.metrics.Precision/Recall(thresholds=t)``: positive when ``score > t``."""
     positive = jnp.asarray(scores, jnp.float32) > threshold
     labels = jnp.asarray(labels) != 0

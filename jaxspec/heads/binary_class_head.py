@@ -4,7 +4,6 @@ logit per example."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -12,20 +11,19 @@ import numpy as np
 import optax
 
 from jaxspec import metrics as jmetrics
-from jaxspec.export import ClassificationOutput, RegressionOutput
+from jaxspec.export import ExportOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export_outputs import ClassNamesPredictOutput
-from jaxspec.heads.base_head import Head
+from jaxspec.heads._export_outputs import classifier_exports
+from jaxspec.heads.base_head import HeadTemplate
+from jaxspec.metrics import Metric
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import BinaryClassHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     REGRESS_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 _PRED_KEYS = (
     PredictionKeys.LOGITS,
@@ -50,7 +48,7 @@ def all_class_ids(logits: jax.Array, n_classes: int) -> jax.Array:
     return jnp.broadcast_to(jnp.arange(n_classes, dtype=jnp.int32), (logits.shape[0], n_classes))
 
 
-class BinaryClassHead(BinaryClassHeadArgs, Head):
+class BinaryClassHead(BinaryClassHeadArgs, HeadTemplate):
     """Binary classification: one logit per example, sigmoid cross entropy, as
     ``tf.estimator.BinaryClassHead`` in TF 2.15.
 
@@ -86,7 +84,7 @@ class BinaryClassHead(BinaryClassHeadArgs, Head):
         return class_names(2, self._label_vocabulary)
 
     # -- loss --------------------------------------------------------------------------
-    def _processed_labels(self, logits: jax.Array, labels: Any) -> tuple[jax.Array, Any]:
+    def _processed_labels(self, logits: Array, labels: PyTree) -> tuple[Array, Array | None]:
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is not None:
             labels = _checks.label_ids_from_vocabulary(labels, self._label_vocabulary)
@@ -94,41 +92,16 @@ class BinaryClassHead(BinaryClassHeadArgs, Head):
         return labels, _checks.labels_in_range(labels, 2)
 
     def _unweighted_loss_and_weights(
-        self, logits: jax.Array, labels: jax.Array, features: Any
-    ) -> tuple[Any, Any]:
+        self, logits: Array, labels: Array, features: PyTree
+    ) -> tuple[Array, ArrayLike]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
         else:
             loss = optax.sigmoid_binary_cross_entropy(logits, labels)
         return loss, _checks.get_weights(features, self._weight_column, logits)
 
-    def loss(
-        self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Any = None,
-    ) -> jax.Array:
-        """The weighted, reduced sigmoid cross entropy plus the regularization losses."""
-        logits = _checks.check_logits(logits, 1)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
-        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
-
-    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
-        """The per-element ``loss * weight`` before reduction (NaN for traced labels out of
-        range), what a MultiHead's ``loss/<name>`` reduces over the real rows on the mesh."""
-        logits = _checks.check_logits(logits, 1)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        return _checks.nan_unless(
-            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
-        )
-
     # -- predictions -------------------------------------------------------------------
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
+    def predictions(self, logits: ArrayLike, keys: Sequence[str] | None = None) -> dict[str, Array]:
         """The predictions named by ``keys`` (all by default); see the class docstring."""
         if keys:
             check_prediction_keys(keys, _PRED_KEYS)
@@ -147,21 +120,13 @@ class BinaryClassHead(BinaryClassHeadArgs, Head):
         }
         return {k: values[k]() for k in _PRED_KEYS if k in keys}
 
-    def _export_outputs(self, predictions: dict[str, jax.Array]) -> dict[str, Any]:
-        classifier = ClassificationOutput(
-            scores=predictions[PredictionKeys.PROBABILITIES], classes=self.class_names()
+    def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
+        exports = classifier_exports(
+            predictions, self.class_names(), [PredictionKeys.CLASSES, PredictionKeys.ALL_CLASSES]
         )
-        return {
-            DEFAULT_SERVING_KEY: classifier,
-            CLASSIFY_SERVING_KEY: classifier,
-            REGRESS_SERVING_KEY: RegressionOutput(value=predictions[PredictionKeys.LOGISTIC]),
-            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
-                predictions,
-                {PredictionKeys.CLASSES: self.class_names(), PredictionKeys.ALL_CLASSES: self.class_names()},
-            ),
-        }
+        exports[REGRESS_SERVING_KEY] = RegressionOutput(value=predictions[PredictionKeys.LOGISTIC])
+        return exports
 
-    # -- metrics -----------------------------------------------------------------------
     def _threshold_keys(self) -> list[tuple[float, str, str, str]]:
         k = MetricKeys
         return [
@@ -174,45 +139,18 @@ class BinaryClassHead(BinaryClassHeadArgs, Head):
             for t in self._thresholds
         ]
 
-    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
-        """The empty metric states, keyed as TF's (see the class docstring)."""
+    def _metric_placeholders(self) -> tuple[Array, Array, Array]:
         z = jnp.zeros((1, 1), jnp.float32)
-        return _metrics.empty_states(lambda: self._batch_metrics(z, z, z, 1.0, regularization_losses, None))
+        return z, z, z
 
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        regularization_losses: Any = None,
-        mode: Any = None,
-    ) -> dict[str, Any]:
-        """``eval_metrics`` merged with the states of this batch."""
-        logits = _checks.check_logits(logits, 1)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        batch = self._batch_metrics(logits, labels, unweighted, weights, regularization_losses, ok)
-        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
-
-    def _batch_metrics(
-        self,
-        logits: jax.Array,
-        labels: jax.Array,
-        unweighted: Any,
-        weights: Any,
-        regularization_losses: Any,
-        ok: Any,
-    ) -> dict[str, Any]:
+    def _head_metrics(self, logits: Array, labels: Array, weights: ArrayLike) -> dict[str, Metric]:
         k = MetricKeys
         preds = self.predictions(logits, [PredictionKeys.LOGISTIC, PredictionKeys.CLASS_IDS])
         logistic, class_ids = preds[PredictionKeys.LOGISTIC], preds[PredictionKeys.CLASS_IDS]
         w = jnp.broadcast_to(jnp.asarray(weights, jnp.float32), labels.shape)
-        loss_mean = _metrics.broadcast_mean(unweighted, w)
         label_mean = _metrics.broadcast_mean(labels, w)
         precision, recall = _metrics.precision_recall_at(labels, class_ids, w, 0.5)
-        out = {
-            self._summary_key(k.LOSS_MEAN): loss_mean.replace(total=_checks.nan_unless(ok, loss_mean.total)),
+        out: dict[str, Metric] = {
             self._summary_key(k.ACCURACY): jmetrics.accuracy(labels, class_ids.astype(jnp.float32), w),
             self._summary_key(k.PRECISION): precision,
             self._summary_key(k.RECALL): recall,
@@ -222,9 +160,6 @@ class BinaryClassHead(BinaryClassHeadArgs, Head):
             self._summary_key(k.AUC): _metrics.keras_auc(labels, logistic, w),
             self._summary_key(k.AUC_PR): _metrics.keras_auc(labels, logistic, w, curve="PR"),
         }
-        if regularization_losses is not None:
-            reg = _checks.sum_regularization(regularization_losses)
-            out[self._summary_key(k.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
         for t, acc_key, prec_key, rec_key in self._threshold_keys():
             out[acc_key] = _metrics.binary_accuracy(labels, logistic, w, t)
             out[prec_key], out[rec_key] = _metrics.precision_recall_at(labels, logistic, w, t)

@@ -3,21 +3,23 @@ logits side by side on the last axis (or a dict by head name)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from jaxspec.export import PredictOutput
+from jaxspec.export import ExportOutput, PredictOutput
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput, prefixed_class_names
-from jaxspec.heads.base_head import Head
-from jaxspec.metrics import current_padding_mask, drop_padding
+from jaxspec.heads.base_head import Head, Logits, Regularizer, array_logits
+from jaxspec.metrics import Metric, current_padding_mask, drop_padding
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.head_init import MultiHeadArgs
 from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys, Reduction
 from jaxspec.spec import TPUEstimatorSpec
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 
 class MultiHead(MultiHeadArgs, Head):
@@ -40,7 +42,7 @@ class MultiHead(MultiHeadArgs, Head):
       ValueError: no heads, a head without a name, head_weights of another length.
     """
 
-    def _split_logits(self, logits: Any) -> dict[str, jax.Array]:
+    def _split_logits(self, logits: ArrayLike) -> dict[str, Array]:
         dims = [h.logits_dimension for h in self._heads]
         shape = tuple(np.shape(logits))
         if not shape or shape[-1] != sum(dims):
@@ -57,11 +59,11 @@ class MultiHead(MultiHeadArgs, Head):
 
     def loss(
         self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Any = None,
+        labels: PyTree,
+        logits: ArrayLike | dict[str, ArrayLike],
+        features: PyTree = None,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayLike] | None = None,
     ) -> jax.Array:
         """The (head-weighted) sum of the heads' losses plus the regularization losses."""
         logits_dict = self._logits_dict(logits, labels)
@@ -70,14 +72,16 @@ class MultiHead(MultiHeadArgs, Head):
             losses = [loss * w for loss, w in zip(losses, self._head_weights, strict=True)]
         return _checks.add_regularization(sum(losses[1:], losses[0]), regularization_losses)
 
-    def predictions(self, logits: Any, keys: Any = None) -> dict[tuple[str, str], jax.Array]:
+    def predictions(
+        self, logits: ArrayLike | dict[str, ArrayLike], keys: Sequence[str] | None = None
+    ) -> dict[tuple[str, str], Array]:
         """Every head's predictions, keyed ``(head name, key)``."""
         logits_dict = self._logits_dict(logits)
         return {(h.name, k): v for h in self._heads for k, v in h.predictions(logits_dict[h.name]).items()}
 
-    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[ArrayLike] | None = None) -> dict[str, Metric]:
         """The empty states of ``loss/<head>``, the heads' metrics and the regularization loss."""
-        out: dict[str, Any] = {}
+        out: dict[str, Metric] = {}
         if regularization_losses is not None:
             reg = _checks.sum_regularization(regularization_losses)
             out[self._summary_key(MetricKeys.LOSS_REGULARIZATION)] = _metrics.empty_states(
@@ -92,13 +96,13 @@ class MultiHead(MultiHeadArgs, Head):
 
     def update_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        regularization_losses: Any = None,
-        mode: Any = None,
-    ) -> dict[str, Any]:
+        eval_metrics: dict[str, Metric],
+        features: PyTree,
+        logits: ArrayLike | dict[str, ArrayLike],
+        labels: PyTree,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayLike] | None = None,
+    ) -> dict[str, Metric]:
         """``eval_metrics`` merged with the states of this batch. ``loss/<head>`` is the
         mean over batches of the head's loss (on the mesh, of each replica's rows)."""
         logits_dict = self._logits_dict(logits, labels)
@@ -115,20 +119,20 @@ class MultiHead(MultiHeadArgs, Head):
             out.update(head.update_metrics(head_states, features, head_logits, head_labels))
         return out
 
-    def _export_outputs(self, predictions: Any) -> dict[str, Any]:
+    def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
         raise NotImplementedError  # built from the heads' specs in create_tpu_estimator_spec
 
     def create_tpu_estimator_spec(
         self,
-        features: Any,
+        features: PyTree,
         mode: str,
-        logits: Any,
-        labels: Any = None,
-        optimizer: Any = None,
-        trainable_variables: Any = None,
-        train_op_fn: Any = None,
-        update_ops: Any = None,
-        regularization_losses: Any = None,
+        logits: Logits,
+        labels: PyTree = None,
+        optimizer: optax.GradientTransformation | None = None,
+        trainable_variables: PyTree = None,
+        train_op_fn: Callable[[PyTree], PyTree] | None = None,
+        update_ops: Sequence[Callable[[PyTree], PyTree]] | None = None,
+        regularization_losses: Sequence[Regularizer] | None = None,
     ) -> TPUEstimatorSpec:
         """As ``Head.create_tpu_estimator_spec``, with MultiHead's export outputs in
         PREDICT (TF's MultiHead has no TPU spec; jaxspec's runs on the mesh too)."""
@@ -137,10 +141,11 @@ class MultiHead(MultiHeadArgs, Head):
                 features, mode, logits, labels, optimizer, trainable_variables, train_op_fn, update_ops,
                 regularization_losses,
             )  # fmt: skip
+        logits = array_logits(logits, mode)
         logits_dict = self._logits_dict(logits)
-        export_outputs: dict[str, Any] = {}
-        merged: dict[str, Any] = {}
-        names: dict[str, Any] = {}
+        export_outputs: dict[str, ExportOutput] = {}
+        merged: dict[str, Array] = {}
+        names: dict[str, np.ndarray] = {}
         for i, head in enumerate(self._heads):
             head_outputs = head._export_outputs(head.predictions(logits_dict[head.name]))
             if i == 0:
@@ -156,7 +161,7 @@ class MultiHead(MultiHeadArgs, Head):
         )
 
 
-def _head_loss_state(head: Head, labels: Any, logits: Any, features: Any) -> Any:
+def _head_loss_state(head: Head, labels: PyTree, logits: Array, features: PyTree) -> Metric:
     """The Mean state of ``loss/<head>`` for one batch: the head's loss, weighted 1 per
     batch. Under a padding mask with padded rows (the mesh's short last batch) the loss is
     reduced over the real rows only and the batch weighs its share of real rows; a head
@@ -173,7 +178,7 @@ def _head_loss_state(head: Head, labels: Any, logits: Any, features: Any) -> Any
     return _metrics.regularization_mean(total)
 
 
-def _default_output(outputs: dict[str, Any], head_name: str) -> Any:
+def _default_output(outputs: dict[str, ExportOutput], head_name: str) -> ExportOutput:
     if len(outputs) == 1:
         return next(iter(outputs.values()))
     if DEFAULT_SERVING_KEY not in outputs:

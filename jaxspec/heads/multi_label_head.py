@@ -4,32 +4,34 @@ per class, labels as a multi-hot indicator."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxspec.export import ClassificationOutput
+from jaxspec.export import ExportOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads._export_outputs import ClassNamesPredictOutput
-from jaxspec.heads.base_head import Head
+from jaxspec.heads._export_outputs import classifier_exports
+from jaxspec.heads.base_head import HeadTemplate
 from jaxspec.heads.binary_class_head import all_class_ids, class_names
+from jaxspec.metrics import Metric
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import MultiLabelHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
+
+if TYPE_CHECKING:
+    from jax.experimental.sparse import BCOO
 
 _PRED_KEYS = (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASSES)
 
 
-class MultiLabelHead(MultiLabelHeadArgs, Head):
+class MultiLabelHead(MultiLabelHeadArgs, HeadTemplate):
     """Multi-label classification, as ``tf.estimator.MultiLabelHead`` in TF 2.15.
 
     The loss of an example is the mean over classes of the sigmoid cross entropy. Eval
@@ -64,7 +66,7 @@ class MultiLabelHead(MultiLabelHeadArgs, Head):
         """The class strings: ``class_names()[i]`` is TF's string for class ``i``."""
         return class_names(self._n_classes, self._label_vocabulary)
 
-    def _sparse_indicator(self, labels: Any) -> tuple[jax.Array, Any]:
+    def _sparse_indicator(self, labels: BCOO) -> tuple[Array, Array | None]:
         """``jax.experimental.sparse.BCOO`` labels (class ids per example, TF's SparseTensor
         form) as the ``[batch, n_classes]`` indicator, as ``tf.sparse.to_indicator``."""
         ids = labels.data
@@ -77,7 +79,7 @@ class MultiLabelHead(MultiLabelHeadArgs, Head):
         indicator = jnp.zeros((labels.shape[0], self._n_classes), jnp.int32)
         return indicator.at[rows, jnp.clip(ids, 0, self._n_classes - 1)].set(1), ok
 
-    def _processed_labels(self, logits: jax.Array, labels: Any) -> tuple[jax.Array, Any]:
+    def _processed_labels(self, logits: Array, labels: PyTree) -> tuple[Array, Array | None]:
         if labels is None:
             _checks.check_labels(None, logits, self._n_classes)
         if type(labels).__name__ == "BCOO":
@@ -90,8 +92,8 @@ class MultiLabelHead(MultiLabelHeadArgs, Head):
         return jnp.asarray(labels), ok
 
     def _unweighted_loss_and_weights(
-        self, logits: jax.Array, labels: jax.Array, features: Any
-    ) -> tuple[Any, Any]:
+        self, logits: Array, labels: Array, features: PyTree
+    ) -> tuple[Array, ArrayLike]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
         else:
@@ -99,33 +101,7 @@ class MultiLabelHead(MultiLabelHeadArgs, Head):
             loss = jnp.mean(per_class, axis=-1, keepdims=True)
         return loss, _checks.get_weights(features, self._weight_column, logits)
 
-    def loss(
-        self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Any = None,
-    ) -> jax.Array:
-        """The weighted, reduced per-example mean sigmoid cross entropy plus the
-        regularization losses."""
-        logits = _checks.check_logits(logits, self._n_classes)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
-        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
-
-    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
-        """The per-element ``loss * weight`` before reduction (NaN for traced labels out of
-        range), what a MultiHead's ``loss/<name>`` reduces over the real rows on the mesh."""
-        logits = _checks.check_logits(logits, self._n_classes)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        return _checks.nan_unless(
-            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
-        )
-
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, jax.Array]:
+    def predictions(self, logits: ArrayLike, keys: Sequence[str] | None = None) -> dict[str, Array]:
         """The predictions named by ``keys`` (all by default)."""
         if keys:
             check_prediction_keys(keys, _PRED_KEYS)
@@ -138,68 +114,27 @@ class MultiLabelHead(MultiLabelHeadArgs, Head):
         }
         return {k: values[k]() for k in _PRED_KEYS if k in keys}
 
-    def _export_outputs(self, predictions: dict[str, jax.Array]) -> dict[str, Any]:
-        classifier = ClassificationOutput(
-            scores=predictions[PredictionKeys.PROBABILITIES], classes=self.class_names()
-        )
-        return {
-            DEFAULT_SERVING_KEY: classifier,
-            CLASSIFY_SERVING_KEY: classifier,
-            PREDICT_SERVING_KEY: ClassNamesPredictOutput(
-                predictions, {PredictionKeys.CLASSES: self.class_names()}
-            ),
-        }
+    def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
+        return classifier_exports(predictions, self.class_names(), [PredictionKeys.CLASSES])
 
     def _class_key(self, template_id: str, template_name: str, class_id: int) -> str:
         if self._label_vocabulary is None:
             return self._summary_key(template_id % class_id)
         return self._summary_key(template_name % self._label_vocabulary[class_id])
 
-    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
-        """The empty metric states, keyed as TF's."""
+    def _metric_placeholders(self) -> tuple[Array, Array, Array]:
         z = jnp.zeros((1, self._n_classes), jnp.float32)
-        return _metrics.empty_states(
-            lambda: self._batch_metrics(z, z, jnp.zeros((1, 1)), 1.0, regularization_losses, None)
-        )
+        return z, z, jnp.zeros((1, 1))
 
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        regularization_losses: Any = None,
-        mode: Any = None,
-    ) -> dict[str, Any]:
-        """``eval_metrics`` merged with the states of this batch."""
-        logits = _checks.check_logits(logits, self._n_classes)
-        labels, ok = self._processed_labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        batch = self._batch_metrics(logits, labels, unweighted, weights, regularization_losses, ok)
-        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
-
-    def _batch_metrics(
-        self,
-        logits: jax.Array,
-        labels: Any,
-        unweighted: Any,
-        weights: Any,
-        regularization_losses: Any,
-        ok: Any,
-    ) -> dict[str, Any]:
+    def _head_metrics(self, logits: Array, labels: Array, weights: ArrayLike) -> dict[str, Metric]:
         k = MetricKeys
         probabilities = jax.nn.sigmoid(logits)
         labels = jnp.asarray(labels, jnp.float32)
         w = jnp.broadcast_to(jnp.asarray(weights, jnp.float32), logits.shape[:-1] + (1,))
-        loss_mean = _metrics.broadcast_mean(unweighted, w)
-        out = {
-            self._summary_key(k.LOSS_MEAN): loss_mean.replace(total=_checks.nan_unless(ok, loss_mean.total)),
+        out: dict[str, Metric] = {
             self._summary_key(k.AUC): _metrics.keras_auc(labels, probabilities, w),
             self._summary_key(k.AUC_PR): _metrics.keras_auc(labels, probabilities, w, curve="PR"),
         }
-        if regularization_losses is not None:
-            reg = _checks.sum_regularization(regularization_losses)
-            out[self._summary_key(k.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
         for t in self._thresholds:
             out[self._summary_key(k.ACCURACY_AT_THRESHOLD % t)] = _metrics.binary_accuracy(
                 labels, probabilities, w, t

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxspec.export import PredictOutput, RegressionOutput
+from jaxspec.export import ExportOutput, PredictOutput, RegressionOutput
 from jaxspec.heads import _checks, _metrics
-from jaxspec.heads.base_head import Head
+from jaxspec.heads.base_head import HeadTemplate
+from jaxspec.metrics import Metric
 from jaxspec.rules.head_init import LogisticRegressionHeadArgs, PoissonRegressionHeadArgs, RegressionHeadArgs
 from jaxspec.rules.head_keys import (
     DEFAULT_SERVING_KEY,
@@ -20,9 +21,10 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 
-class RegressionHead(RegressionHeadArgs, Head):
+class RegressionHead(RegressionHeadArgs, HeadTemplate):
     """Regression with squared error, as ``tf.estimator.RegressionHead`` in TF 2.15.
 
     Eval metrics: ``average_loss``, ``prediction/mean``, ``label/mean`` (and
@@ -45,8 +47,8 @@ class RegressionHead(RegressionHeadArgs, Head):
     """
 
     def _unweighted_loss_and_weights(
-        self, logits: jax.Array, labels: jax.Array, features: Any
-    ) -> tuple[Any, Any]:
+        self, logits: Array, labels: Array, features: PyTree
+    ) -> tuple[Array, ArrayLike]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
         else:
@@ -54,39 +56,15 @@ class RegressionHead(RegressionHeadArgs, Head):
         weights = _checks.get_weights(features, self._weight_column, logits, allow_per_logit_weights=True)
         return loss, weights
 
-    def _processed(self, logits: Any, labels: Any) -> tuple[jax.Array, jax.Array, Any]:
-        logits = _checks.check_logits(logits, self._logits_dimension)
+    def _processed_labels(self, logits: Array, labels: PyTree) -> tuple[Array, Array | None]:
         labels = jnp.asarray(_checks.check_labels(labels, logits, self._logits_dimension), jnp.float32)
-        return logits, labels, self._labels_ok(labels)
+        return labels, self._labels_ok(labels)
 
-    def _labels_ok(self, labels: jax.Array) -> Any:
+    def _labels_ok(self, labels: Array) -> Array | None:
         """A traced range check of the labels (None: none needed); see ``labels_in_range``."""
         return None
 
-    def loss(
-        self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Any = None,
-    ) -> jax.Array:
-        """The weighted, reduced squared error plus the regularization losses."""
-        logits, labels, ok = self._processed(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        loss = _checks.reduce_weighted_loss(unweighted, weights, self._loss_reduction)
-        return _checks.nan_unless(ok, _checks.add_regularization(loss, regularization_losses))
-
-    def _weighted_losses(self, labels: Any, logits: Any, features: Any = None) -> jax.Array:
-        """The per-element ``loss * weight`` before reduction, what a MultiHead's
-        ``loss/<name>`` reduces over the real rows on the mesh."""
-        logits, labels, ok = self._processed(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        return _checks.nan_unless(
-            ok, jnp.asarray(unweighted, jnp.float32) * jnp.asarray(weights, jnp.float32)
-        )
-
-    def predictions(self, logits: Any, keys: Any = None) -> dict[str, jax.Array]:
+    def predictions(self, logits: ArrayLike, keys: Sequence[str] | None = None) -> dict[str, Array]:
         """``{'predictions': ...}`` (plus ``'logits'`` with an inverse_link_fn); TF's
         RegressionHead takes no ``keys``, accepted here and ignored."""
         logits = _checks.check_logits(logits, self._logits_dimension)
@@ -94,7 +72,7 @@ class RegressionHead(RegressionHeadArgs, Head):
             return {PredictionKeys.PREDICTIONS: self._inverse_link_fn(logits), PredictionKeys.LOGITS: logits}
         return {PredictionKeys.PREDICTIONS: logits}
 
-    def _export_outputs(self, predictions: dict[str, jax.Array]) -> dict[str, Any]:
+    def _export_outputs(self, predictions: dict[str, Array]) -> dict[str, ExportOutput]:
         regression = RegressionOutput(value=predictions[PredictionKeys.PREDICTIONS])
         return {
             DEFAULT_SERVING_KEY: regression,
@@ -102,42 +80,17 @@ class RegressionHead(RegressionHeadArgs, Head):
             PREDICT_SERVING_KEY: PredictOutput(predictions),
         }
 
-    def metrics(self, regularization_losses: Any = None) -> dict[str, Any]:
-        """The empty metric states, keyed as TF's."""
+    def _metric_placeholders(self) -> tuple[Array, Array, Array]:
         z = jnp.zeros((1, self._logits_dimension), jnp.float32)
-        return _metrics.empty_states(lambda: self._batch_metrics(z, z, z, 1.0, regularization_losses))
+        return z, z, z
 
-    def update_metrics(
-        self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        regularization_losses: Any = None,
-        mode: Any = None,
-    ) -> dict[str, Any]:
-        """``eval_metrics`` merged with the states of this batch."""
-        logits, labels, ok = self._processed(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        batch = self._batch_metrics(
-            logits, labels, _checks.nan_unless(ok, unweighted), weights, regularization_losses
-        )
-        return {key: eval_metrics[key].merge(state) for key, state in batch.items()}
-
-    def _batch_metrics(
-        self, logits: jax.Array, labels: jax.Array, unweighted: Any, weights: Any, regularization_losses: Any
-    ) -> dict[str, Any]:
+    def _head_metrics(self, logits: Array, labels: Array, weights: ArrayLike) -> dict[str, Metric]:
         k = MetricKeys
         predicted = self.predictions(logits)[PredictionKeys.PREDICTIONS]
-        out = {
-            self._summary_key(k.LOSS_MEAN): _metrics.broadcast_mean(unweighted, weights),
+        return {
             self._summary_key(k.PREDICTION_MEAN): _metrics.broadcast_mean(predicted, weights),
             self._summary_key(k.LABEL_MEAN): _metrics.broadcast_mean(labels, weights),
         }
-        if regularization_losses is not None:
-            reg = _checks.sum_regularization(regularization_losses)
-            out[self._summary_key(k.LOSS_REGULARIZATION)] = _metrics.regularization_mean(reg)
-        return out
 
 
 def log_poisson_loss(targets: jax.Array, log_input: jax.Array, compute_full_loss: bool = False) -> jax.Array:
@@ -177,7 +130,7 @@ class LogisticRegressionHead(LogisticRegressionHeadArgs, RegressionHead):
 
     _sigmoid = staticmethod(jax.nn.sigmoid)  # the inverse link
 
-    def _labels_ok(self, labels: jax.Array) -> Any:
+    def _labels_ok(self, labels: Array) -> Array | None:
         return _checks.labels_in_range(labels, 2, message="labels must be in [0, 1].")
 
     @staticmethod

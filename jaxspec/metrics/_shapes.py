@@ -6,12 +6,11 @@ and the same ones raise ValueError (with our wording).
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
 from jaxspec.metrics.base import apply_padding_mask
+from jaxspec.spec.fn_types import ArrayLike
 
 
 def squeeze_pair(labels: jax.Array, predictions: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -31,7 +30,7 @@ def check_same_shape(a: jax.Array, b: jax.Array, what: str) -> None:
         raise ValueError(f"{what}: shapes {tuple(a.shape)} and {tuple(b.shape)} are incompatible.")
 
 
-def align_weights(weights: Any, predictions: jax.Array) -> jax.Array | None:
+def align_weights(weights: ArrayLike | None, predictions: jax.Array) -> jax.Array | None:
     """Squeeze or expand the last axis of ``weights`` when its rank differs from
     ``predictions``' by one (scalars stay scalars), as TF does before broadcasting.
 
@@ -73,7 +72,7 @@ def check_broadcastable(weights: jax.Array, values: jax.Array) -> None:
         )
 
 
-def broadcast_weights(weights: Any, values: jax.Array) -> jax.Array:
+def broadcast_weights(weights: ArrayLike | None, values: jax.Array) -> jax.Array:
     """float32 weights of ``values``' shape (TF's ``broadcast_weights``) times the padding
     mask; None means 1.
 
@@ -88,7 +87,7 @@ def broadcast_weights(weights: Any, values: jax.Array) -> jax.Array:
 
 
 def prepare(
-    labels: Any, predictions: Any, weights: Any, what: str
+    labels: ArrayLike, predictions: ArrayLike, weights: ArrayLike | None, what: str
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """TF's ``_remove_squeezable_dimensions``: squeeze labels/predictions, check they have
     the same shape, align the weights' rank. Returns ``(labels, predictions, weights)``.

@@ -38,6 +38,7 @@ import numpy as np
 from flax import struct
 
 from jaxspec.metrics.base import Metric, active_padding_mask, is_concrete, is_metric_state
+from jaxspec.spec.fn_types import ArrayLike
 
 
 # -- (value, update) pairs ---------------------------------------------------------------------
@@ -103,8 +104,8 @@ class _KerasRef:
     def __init__(self, metric: Any) -> None:
         self.metric = metric
         try:
-            config = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
-            config = json.dumps(config, sort_keys=True, default=repr)
+            fields = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
+            config = json.dumps(fields, sort_keys=True, default=repr)
         except Exception:
             config = f"id:{id(metric)}"
         self.key = (type(metric).__module__, type(metric).__qualname__, config)
@@ -238,7 +239,9 @@ def from_keras_object(metric: Any, name: str) -> KerasMetric:
     return KerasMetric(variables=values, padded=_padding_rows(), ref=_KerasRef(metric))
 
 
-def keras_metric(metric: Any, *args: Any, sample_weight: Any = None, **kwargs: Any) -> KerasMetric:
+def keras_metric(
+    metric: Any, *args: Any, sample_weight: ArrayLike | None = None, **kwargs: Any
+) -> KerasMetric:
     """The state of one batch of a Keras 3 metric (JAX backend), padding excluded.
 
     Runs ``metric.stateless_update_state(zeros, *args, sample_weight=w, **kwargs)`` where

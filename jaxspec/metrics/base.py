@@ -32,13 +32,17 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-_PADDING_MASK: contextvars.ContextVar[Any] = contextvars.ContextVar("jaxspec_padding_mask", default=None)
+from jaxspec.spec.fn_types import ArrayLike, PyTree
+
+_PADDING_MASK: contextvars.ContextVar[ArrayLike | None] = contextvars.ContextVar(
+    "jaxspec_padding_mask", default=None
+)
 
 M = TypeVar("M", bound="Metric")
 
 
 @contextlib.contextmanager
-def padding_mask_scope(mask: Any) -> Iterator[None]:
+def padding_mask_scope(mask: ArrayLike | None) -> Iterator[None]:
     """Within the block, metric functions weight rows by ``mask`` (float ``[batch]``)."""
     token = _PADDING_MASK.set(mask)
     try:
@@ -50,7 +54,7 @@ def padding_mask_scope(mask: Any) -> Iterator[None]:
 _MASK_READS = [0]  # calls of current_padding_mask() inside an EVAL trace (by model_fns)
 
 
-def current_padding_mask() -> Any:
+def current_padding_mask() -> ArrayLike | None:
     """The active padding mask (float ``[batch]``: 1 for a real row, 0 for padding), or
     None outside an EVAL trace. A model_fn whose eval loss must not count padding rows
     weights them by it: ``jnp.sum(per_row * mask) / jnp.maximum(jnp.sum(mask), 1.0)``."""
@@ -60,7 +64,7 @@ def current_padding_mask() -> Any:
     return mask
 
 
-def active_padding_mask() -> Any:
+def active_padding_mask() -> ArrayLike | None:
     """``current_padding_mask()`` for jaxspec's own metrics: not counted as a read."""
     return _PADDING_MASK.get()
 
@@ -91,7 +95,7 @@ def _row_mask(values: jax.Array) -> jax.Array | None:
     return mask.reshape(mask.shape + (1,) * (values.ndim - 1))
 
 
-def apply_padding_mask(values: jax.Array, weights: Any) -> jax.Array:
+def apply_padding_mask(values: jax.Array, weights: ArrayLike | None) -> jax.Array:
     """Return float32 weights broadcast to ``values``' shape, times the active padding mask.
 
     ``weights`` None means 1. A mask of shape ``[batch]`` multiplies along axis 0 of
@@ -114,7 +118,7 @@ def apply_padding_mask(values: jax.Array, weights: Any) -> jax.Array:
     return w if mask is None else w * mask
 
 
-def drop_padding(values: Any) -> jax.Array:
+def drop_padding(values: ArrayLike) -> jax.Array:
     """``values`` with the rows of the active padding mask set to 0 (unchanged without one).
 
     Use it on per-row quantities before multiplying them by weights: a padded row's value
@@ -131,7 +135,7 @@ def drop_padding(values: Any) -> jax.Array:
     return jnp.where(mask > 0, values, jnp.zeros((), values.dtype))
 
 
-def is_concrete(*arrays: Any) -> bool:
+def is_concrete(*arrays: PyTree) -> bool:
     """True when none of ``arrays`` is a tracer (the values can be checked on the host)."""
     return not any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(arrays))
 
@@ -199,8 +203,8 @@ class Metric(struct.PyTreeNode):
         """
         return jax.tree.map(jnp.add, self, other)
 
-    def compute(self) -> Any:
-        """The metric's value from the accumulated state."""
+    def compute(self) -> PyTree:
+        """The metric's value from the accumulated state (an array, or a pytree of arrays)."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute().")
 
     def check_result(self) -> None:

@@ -8,8 +8,6 @@ compatibility and unused.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +15,7 @@ from flax import struct
 
 from jaxspec.metrics._shapes import broadcast_weights, check_same_shape, prepare
 from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, is_concrete
+from jaxspec.spec.fn_types import ArrayLike
 
 
 class Count(Metric):
@@ -81,7 +80,12 @@ class Recall(Metric):
 
 
 def _binary_condition(
-    labels: Any, predictions: Any, weights: Any, want_label: bool, want_pred: bool, what: str
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None,
+    want_label: bool,
+    want_pred: bool,
+    what: str,
 ) -> jax.Array:
     """Weighted count of elements whose (label, prediction) booleans are the wanted pair."""
     labels, predictions, weights = prepare(
@@ -93,11 +97,11 @@ def _binary_condition(
 
 
 def true_positives(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> TruePositives:
     """Weighted count of elements with a true label and a true prediction
@@ -119,11 +123,11 @@ def true_positives(
 
 
 def false_positives(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> FalsePositives:
     """Weighted count of false labels predicted true (``tf.compat.v1.metrics.false_positives``).
@@ -134,11 +138,11 @@ def false_positives(
 
 
 def true_negatives(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> TrueNegatives:
     """Weighted count of false labels predicted false (``tf.compat.v1.metrics.true_negatives``).
@@ -149,11 +153,11 @@ def true_negatives(
 
 
 def false_negatives(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> FalseNegatives:
     """Weighted count of true labels predicted false (``tf.compat.v1.metrics.false_negatives``).
@@ -164,11 +168,11 @@ def false_negatives(
 
 
 def precision(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> Precision:
     """``tp / (tp + fp)`` over everything seen (``tf.compat.v1.metrics.precision``).
@@ -188,11 +192,11 @@ def precision(
 
 
 def recall(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> Recall:
     """``tp / (tp + fn)`` over everything seen (``tf.compat.v1.metrics.recall``).
@@ -213,7 +217,7 @@ def recall(
 
 # -- multi-class: per-class accuracy and IoU -------------------------------------------------
 def _class_inputs(
-    labels: Any, predictions: Any, weights: Any, what: str
+    labels: ArrayLike, predictions: ArrayLike, weights: ArrayLike | None, what: str
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Flat int32 labels and predictions, flat float32 weights (padding mask included)
     and the flat padding mask itself (1 for elements of real rows)."""
@@ -274,12 +278,12 @@ class MeanPerClassAccuracy(Metric):
 
 
 def mean_per_class_accuracy(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     num_classes: int,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanPerClassAccuracy:
     """Accuracy per label class, averaged over the ``num_classes`` classes
@@ -337,12 +341,12 @@ class MeanIoU(Metric):
 
 
 def mean_iou(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     num_classes: int,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanIoU:
     """Mean intersection-over-union over classes (``tf.compat.v1.metrics.mean_iou``).

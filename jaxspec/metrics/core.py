@@ -8,14 +8,13 @@ compatibility and unused: JAX has no graph collections.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from jaxspec.metrics._shapes import align_weights, broadcast_weights, check_same_shape, prepare, squeeze_pair
 from jaxspec.metrics.base import Metric, active_padding_mask, batch_constructor, drop_padding
+from jaxspec.spec.fn_types import ArrayLike
 
 
 def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
@@ -23,7 +22,7 @@ def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
     return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
 
 
-def _mean_stats(values: Any, weights: Any) -> tuple[jax.Array, jax.Array]:
+def _mean_stats(values: ArrayLike, weights: ArrayLike | None) -> tuple[jax.Array, jax.Array]:
     """``(sum(w * x), sum(w))`` as tf.compat.v1.metrics.mean accumulates them (float32)."""
     values = jnp.asarray(values, jnp.float32)
     w = broadcast_weights(align_weights(weights, values), values)
@@ -107,10 +106,10 @@ class MeanTensor(Metric):
 
 
 def mean(
-    values: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    values: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> Mean:
     """Weighted mean of ``values`` (``tf.compat.v1.metrics.mean``).
@@ -133,11 +132,11 @@ def mean(
 
 
 def accuracy(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> Accuracy:
     """Fraction of ``predictions`` equal to ``labels`` (``tf.compat.v1.metrics.accuracy``).
@@ -160,17 +159,19 @@ def accuracy(
     return Accuracy(*_mean_stats(correct, weights))
 
 
-def _errors_input(labels: Any, predictions: Any, weights: Any, what: str) -> tuple[jax.Array, jax.Array, Any]:
+def _errors_input(
+    labels: ArrayLike, predictions: ArrayLike, weights: ArrayLike | None, what: str
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     labels, predictions, weights = prepare(labels, predictions, weights, f"{what}: labels and predictions")
     return labels.astype(jnp.float32), predictions.astype(jnp.float32), weights
 
 
 def mean_absolute_error(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanAbsoluteError:
     """Weighted mean of ``|predictions - labels|`` (``tf.compat.v1.metrics.mean_absolute_error``).
@@ -191,11 +192,11 @@ def mean_absolute_error(
 
 
 def mean_squared_error(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanSquaredError:
     """Weighted mean of ``(labels - predictions)**2`` (``tf.compat.v1.metrics.mean_squared_error``).
@@ -207,11 +208,11 @@ def mean_squared_error(
 
 
 def root_mean_squared_error(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> RootMeanSquaredError:
     """Square root of the weighted mean squared error, taken once at the end
@@ -224,12 +225,12 @@ def root_mean_squared_error(
 
 
 def mean_relative_error(
-    labels: Any,
-    predictions: Any,
-    normalizer: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    normalizer: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanRelativeError:
     """Weighted mean of ``|labels - predictions| / normalizer``, with 0 where the
@@ -256,12 +257,12 @@ def mean_relative_error(
 
 
 def mean_cosine_distance(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     dim: int,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanCosineDistance:
     """``1 - mean(sum(labels * predictions, axis=dim))``: the cosine distance of unit-norm
@@ -290,11 +291,11 @@ def mean_cosine_distance(
 
 
 def percentage_below(
-    values: Any,
-    threshold: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    values: ArrayLike,
+    threshold: float,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> PercentageBelow:
     """Weighted fraction of ``values`` strictly below ``threshold``
@@ -316,10 +317,10 @@ def percentage_below(
 
 
 def mean_tensor(
-    values: Any,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    values: ArrayLike,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> MeanTensor:
     """Elementwise weighted mean over batches (``tf.compat.v1.metrics.mean_tensor``).

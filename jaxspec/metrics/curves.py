@@ -8,7 +8,6 @@ compatibility and unused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +15,7 @@ from flax import struct
 
 from jaxspec.metrics.base import batch_constructor
 from jaxspec.metrics.thresholds import KEPSILON, ConfusionAtThresholds, counts_at, div_no_nan, even_thresholds
+from jaxspec.spec.fn_types import ArrayLike
 
 _AUC_EPSILON = 1e-6  # TF's smoothing of the rates in auc
 _CURVES = ("ROC", "PR")
@@ -120,12 +120,12 @@ class AUC(ConfusionAtThresholds):
 
 
 def auc(
-    labels: Any,
-    predictions: Any,
-    weights: Any = None,
+    labels: ArrayLike,
+    predictions: ArrayLike,
+    weights: ArrayLike | None = None,
     num_thresholds: int = 200,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     curve: str = "ROC",
     name: str | None = None,
     summation_method: str = "trapezoidal",
@@ -215,13 +215,13 @@ def _check_rate(value: float, what: str) -> float:
 
 
 def sensitivity_at_specificity(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     specificity: float,
-    weights: Any = None,
+    weights: ArrayLike | None = None,
     num_thresholds: int = 200,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> SensitivityAtSpecificity:
     """Sensitivity (recall) at the threshold whose specificity is closest to
@@ -261,13 +261,13 @@ def sensitivity_at_specificity(
 
 
 def specificity_at_sensitivity(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     sensitivity: float,
-    weights: Any = None,
+    weights: ArrayLike | None = None,
     num_thresholds: int = 200,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> SpecificityAtSensitivity:
     """Specificity at the threshold whose sensitivity is closest to ``sensitivity``

@@ -13,8 +13,7 @@ accepted for compatibility and unused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +22,7 @@ from flax import struct
 
 from jaxspec.metrics._shapes import broadcast_weights, prepare
 from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, is_concrete
+from jaxspec.spec.fn_types import ArrayLike
 
 KEPSILON = 1e-7  # TF's margin below 0 and above (or below) 1 for the end thresholds
 
@@ -38,7 +38,7 @@ def div_no_nan(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def counts_at(
-    labels: Any, predictions: Any, weights: Any, cutoffs: Sequence[float], what: str
+    labels: ArrayLike, predictions: ArrayLike, weights: ArrayLike | None, cutoffs: Sequence[float], what: str
 ) -> dict[str, jax.Array]:
     """Weighted tp/fn/tn/fp per cutoff (float32 ``[len(cutoffs)]``) and ``invalid``, the
     number of real predictions outside [0, 1].
@@ -232,20 +232,23 @@ _AT_THRESHOLDS_DOC = """{summary} at each threshold (``tf.compat.v1.metrics.{nam
     """
 
 
-def _at_thresholds_factory(cls: type[_CountsAtThresholds], summary: str) -> Any:
+def _at_thresholds_factory(
+    cls: type[_CountsAtThresholds], summary: str
+) -> Callable[..., _CountsAtThresholds]:
     """The metric function of ``cls`` (its ``from_batch`` names it): TF's signature,
     the docstring of the table's row."""
-    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
+    doc = cls.from_batch.__doc__ or f"``{cls.__name__}(``"  # no docstrings under python -OO
+    function_name = doc.split("``")[1].split("(")[0]
 
     def factory(
-        labels: Any,
-        predictions: Any,
+        labels: ArrayLike,
+        predictions: ArrayLike,
         thresholds: Sequence[float],
-        weights: Any = None,
-        metrics_collections: Any = None,
-        updates_collections: Any = None,
+        weights: ArrayLike | None = None,
+        metrics_collections: object = None,
+        updates_collections: object = None,
         name: str | None = None,
-    ) -> Any:
+    ) -> _CountsAtThresholds:
         cut = tuple(float(t) for t in np.asarray(thresholds, np.float64).reshape(-1))
         return cls(**counts_at(labels, predictions, weights, cut, function_name), thresholds=cut)
 

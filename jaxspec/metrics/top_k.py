@@ -13,7 +13,8 @@ such ids including duplicates, and so do we. ``metrics_collections``,
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,9 @@ from flax import struct
 
 from jaxspec.metrics._shapes import check_broadcastable
 from jaxspec.metrics.base import Metric, apply_padding_mask, batch_constructor, drop_padding
+from jaxspec.spec.fn_types import ArrayLike
+
+_M = TypeVar("_M", bound=Metric)
 
 
 def _first_occurrence(ids: jax.Array) -> jax.Array:
@@ -31,7 +35,7 @@ def _first_occurrence(ids: jax.Array) -> jax.Array:
     return ~jnp.any(same & earlier, axis=-1)
 
 
-def _expand_labels(labels: Any, ids: jax.Array) -> jax.Array:
+def _expand_labels(labels: ArrayLike, ids: jax.Array) -> jax.Array:
     """Labels with ``ids``' rank: a missing last axis is added, as TF's ``_maybe_expand_labels``.
 
     Raises:
@@ -67,7 +71,7 @@ def _set_counts(
     return tp, fp, fn
 
 
-def _row_weights(weights: Any, per_row: jax.Array) -> jax.Array:
+def _row_weights(weights: ArrayLike | None, per_row: jax.Array) -> jax.Array:
     """Weights for per-row values (TF's ``assert_broadcastable``) times the padding mask.
 
     Raises:
@@ -79,7 +83,7 @@ def _row_weights(weights: Any, per_row: jax.Array) -> jax.Array:
     return apply_padding_mask(per_row, weights)
 
 
-def _top_k(predictions: Any, k: int) -> jax.Array:
+def _top_k(predictions: ArrayLike, k: int) -> jax.Array:
     """Indices of the k largest predictions on the last axis (ties: lower index first, as TF).
 
     Raises:
@@ -138,7 +142,7 @@ class RecallAtTopK(RecallAtK):
 
 
 def _precision_recall(
-    labels: Any, ids: jax.Array, class_id: int | None, weights: Any
+    labels: ArrayLike, ids: jax.Array, class_id: int | None, weights: ArrayLike | None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     labels = _expand_labels(labels, ids)
     tp, fp, fn = _set_counts(labels, ids, class_id)
@@ -171,42 +175,45 @@ _BY_IDS = """predictions_idx: int ids ``[D1, ..., DN, k]``, e.g. from ``jax.lax.
         (duplicates once)."""
 
 
-def _top_k_factory(cls: type[Metric], summary: str, by_ids: bool, nan: str) -> Any:
+def _top_k_factory(cls: type[_M], summary: str, by_ids: bool, nan: str) -> Callable[..., _M]:
     """The metric function of ``cls`` (precision or recall, from scores or from ids):
     TF's signature, the docstring of the table's row."""
-    function_name = cls.from_batch.__doc__.split("``")[1].split("(")[0]
+    doc = cls.from_batch.__doc__ or f"``{cls.__name__}(``"  # no docstrings under python -OO
+    function_name = doc.split("``")[1].split("(")[0]
     other = "fp" if "fp" in cls.__dataclass_fields__ else "fn"
 
-    def state(labels: Any, ids: jax.Array, k: int | None, class_id: int | None, weights: Any) -> Any:
+    def state(
+        labels: ArrayLike, ids: jax.Array, k: int | None, class_id: int | None, weights: ArrayLike | None
+    ) -> _M:
         tp, fp, fn = _precision_recall(labels, ids, class_id, weights)
         return cls(tp=tp, **{other: fp if other == "fp" else fn}, k=k, class_id=class_id)
 
     if by_ids:
 
         def factory(
-            labels: Any,
-            predictions_idx: Any,
+            labels: ArrayLike,
+            predictions_idx: ArrayLike,
             k: int | None = None,
             class_id: int | None = None,
-            weights: Any = None,
-            metrics_collections: Any = None,
-            updates_collections: Any = None,
+            weights: ArrayLike | None = None,
+            metrics_collections: object = None,
+            updates_collections: object = None,
             name: str | None = None,
-        ) -> Any:
+        ) -> _M:
             return state(labels, jnp.asarray(predictions_idx), k, class_id, weights)
 
     else:
 
         def factory(  # type: ignore[misc]
-            labels: Any,
-            predictions: Any,
+            labels: ArrayLike,
+            predictions: ArrayLike,
             k: int,
             class_id: int | None = None,
-            weights: Any = None,
-            metrics_collections: Any = None,
-            updates_collections: Any = None,
+            weights: ArrayLike | None = None,
+            metrics_collections: object = None,
+            updates_collections: object = None,
             name: str | None = None,
-        ) -> Any:
+        ) -> _M:
             return state(labels, _top_k(predictions, k), int(k), class_id, weights)
 
     factory.__name__ = factory.__qualname__ = function_name
@@ -240,13 +247,13 @@ recall_at_top_k = _top_k_factory(
 
 
 def sparse_precision_at_k(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     k: int,
     class_id: int | None = None,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> PrecisionAtK:
     """Deprecated alias of ``precision_at_k`` (``tf.compat.v1.metrics.sparse_precision_at_k``)."""
@@ -269,12 +276,12 @@ class AveragePrecisionAtK(Metric):
 
 
 def average_precision_at_k(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     k: int,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> AveragePrecisionAtK:
     """Mean over rows of the average precision of the top k classes
@@ -312,12 +319,12 @@ def average_precision_at_k(
 
 
 def sparse_average_precision_at_k(
-    labels: Any,
-    predictions: Any,
+    labels: ArrayLike,
+    predictions: ArrayLike,
     k: int,
-    weights: Any = None,
-    metrics_collections: Any = None,
-    updates_collections: Any = None,
+    weights: ArrayLike | None = None,
+    metrics_collections: object = None,
+    updates_collections: object = None,
     name: str | None = None,
 ) -> AveragePrecisionAtK:
     """Deprecated alias of ``average_precision_at_k``

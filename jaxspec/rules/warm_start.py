@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 # The field names written out in the call, the form a type checker reads.
 _Fields = collections.namedtuple(
-    "WarmStartSettings",
+    "_Fields",
     ["ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name"],
 )
 FIELDS = _Fields._fields

@@ -33,7 +33,7 @@ class ExportCompatibilityError(RuntimeError):
 def calling_convention_version() -> int:
     """The XlaCallModule serialization version jax2tf writes (JAX's export
     calling-convention version)."""
-    return int(jax.config.jax_export_calling_convention_version)
+    return int(jax.config.values["jax_export_calling_convention_version"])
 
 
 # What jax2tf assumes of a TensorFlow that predates call_module_maximum_supported_version.

@@ -12,9 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax.experimental import jax2tf
+
+from jaxspec.spec.fn_types import PyTree
 
 _FIRST_CHARS = frozenset(string.ascii_letters + string.digits + ".")
 _NAME_CHARS = _FIRST_CHARS | {"_", "-"}
@@ -54,23 +57,26 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
         for i, leaf in enumerate(leaves)
         if is_key[i]
     }
-    stripped = treedef.unflatten([None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)])
+    stripped = jax.tree_util.tree_unflatten(
+        treedef, [None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)]
+    )
 
     def full(tree: Any) -> Any:
         rest = iter(jax.tree_util.tree_leaves(tree))
-        return treedef.unflatten(
+        return jax.tree_util.tree_unflatten(
+            treedef,
             [
-                jax.random.wrap_key_data(keys[i][1], impl=keys[i][0]) if k else next(rest)
+                jax.random.wrap_key_data(jnp.asarray(keys[i][1]), impl=keys[i][0]) if k else next(rest)
                 for i, k in enumerate(is_key)
-            ]
+            ],
         )
 
     def strip(tree: Any) -> Any:
         flat, tdef = jax.tree_util.tree_flatten(tree)
-        return tdef.unflatten([None if _is_typed_key(leaf) else leaf for leaf in flat])
+        return jax.tree_util.tree_unflatten(tdef, [None if _is_typed_key(leaf) else leaf for leaf in flat])
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def no_keys(state: Any, step: Any, features: Any, labels: Any) -> Any:
+        def no_keys(state: Any, step: Any, features: PyTree, labels: PyTree) -> Any:
             out = fn(full(state), step, features, labels)
             return {**out, "new_state": strip(out["new_state"])} if "new_state" in out else out
 

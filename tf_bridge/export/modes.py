@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from jaxspec.export.export_output import ExportOutput
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import signatures as _signatures
 
@@ -97,7 +98,7 @@ def _example(tree: Any) -> Any:
     )
 
 
-def _feeds(features: Any, labels: Any) -> dict[str, np.ndarray]:
+def _feeds(features: PyTree, labels: PyTree) -> dict[str, np.ndarray]:
     tensors = tf.nest.flatten(features) + ([] if labels is None else tf.nest.flatten(labels))
     return {t.name: value for t, value in zip(tensors, tf.nest.flatten(_example(tensors)), strict=True)}
 
@@ -141,7 +142,8 @@ def _serving(
     described = {}
     for group_name, tensors in groups:
         named = {k: index.get(getattr(t, "name", None)) for k, t in tensors.items()}
-        own = None not in named.values() and sorted(named.values()) == list(range(len(flat)))
+        ids = [i for i in named.values() if i is not None]
+        own = len(ids) == len(named) and sorted(ids) == list(range(len(flat)))
         inputs, inputs_are = (named, "receiver_tensors") if own else (by_key, "features")
         for head in heads:
             key = head if group_name is None else f"{group_name}:{head}"
@@ -161,7 +163,7 @@ def _predict(
 ) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
     heads = _signatures.check_heads(export.heads)
 
-    def body(flat_state: list[Any], step: Any, features: Any) -> Any:
+    def body(flat_state: list[Any], step: Any, features: PyTree) -> Any:
         return export.fn(jax.tree_util.tree_unflatten(treedef, flat_state), step, features, None)["heads"]
 
     outputs = _graph.convert(body, [None, None, specs], platforms)(state_in, step, receiver.features)
@@ -281,7 +283,7 @@ def build(
             signatures, excluded, fetched = _predict(
                 export, treedef, state_in, step, receiver, feature_specs, platforms
             )
-            serving = _serving(receiver, export.heads, signatures, feature_specs)
+            serving = _serving(receiver, export.heads or {}, signatures, feature_specs)
         else:
             signatures, excluded, fetched = _supervised(
                 mode,

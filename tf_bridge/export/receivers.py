@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import tensorflow as tf
+
+from jaxspec.spec.fn_types import PyTree
 
 # Keys used when a single tensor is given instead of a dict (TF's names).
 FEATURE_KEY = "feature"
@@ -108,10 +110,10 @@ class ServingInputReceiver(
 
     def __new__(
         cls,
-        features: Any,
-        receiver_tensors: Any,
+        features: PyTree,
+        receiver_tensors: PyTree,
         receiver_tensors_alternatives: Mapping[str, Any] | None = None,
-    ) -> ServingInputReceiver:
+    ) -> Self:
         features = _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
         receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
         alternatives = _check_alternatives(receiver_tensors_alternatives)
@@ -142,8 +144,8 @@ class TensorServingInputReceiver(
 
     def __new__(
         cls,
-        features: Any,
-        receiver_tensors: Any,
+        features: PyTree,
+        receiver_tensors: PyTree,
         receiver_tensors_alternatives: Mapping[str, Any] | None = None,
     ) -> TensorServingInputReceiver:
         if features is None:
@@ -218,7 +220,7 @@ def _placeholder_like(value: Any, key: Any, default_batch_size: int | None) -> t
 
 
 def build_raw_serving_input_receiver_fn(
-    features: Any, default_batch_size: int | None = None
+    features: PyTree, default_batch_size: int | None = None
 ) -> Callable[[], ServingInputReceiver]:
     """A serving_input_receiver_fn fed the features themselves
     (``tf.estimator.export.build_raw_serving_input_receiver_fn``).
@@ -272,7 +274,7 @@ class SupervisedInputReceiver(
 
     __slots__ = ()
 
-    def __new__(cls, features: Any, labels: Any, receiver_tensors: Any) -> SupervisedInputReceiver:
+    def __new__(cls, features: PyTree, labels: PyTree, receiver_tensors: PyTree) -> SupervisedInputReceiver:
         _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
         _as_tensor_dict(labels, "labels", LABEL_KEY, allow_int_keys=True)
         receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
@@ -285,7 +287,7 @@ class UnsupervisedInputReceiver(ServingInputReceiver):
 
     __slots__ = ()
 
-    def __new__(cls, features: Any, receiver_tensors: Any) -> UnsupervisedInputReceiver:
+    def __new__(cls, features: PyTree, receiver_tensors: PyTree) -> UnsupervisedInputReceiver:
         return super().__new__(cls, features, receiver_tensors, None)
 
 
@@ -300,7 +302,7 @@ def _placeholders(value: Any, single_key: str, default_batch_size: int | None) -
 
 
 def build_raw_supervised_input_receiver_fn(
-    features: Any, labels: Any, default_batch_size: int | None = None
+    features: PyTree, labels: PyTree, default_batch_size: int | None = None
 ) -> Callable[[], SupervisedInputReceiver]:
     """A TRAIN/EVAL input receiver fn fed features and labels as model_fn takes them
     (``tf.estimator.experimental.build_raw_supervised_input_receiver_fn``).

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
+from jaxspec.spec.fn_types import PyTree
 from jaxspec.store import paths
 from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
@@ -170,7 +171,7 @@ def _write(
             # of TF would otherwise grab their memory next to JAX).
             config = tf.compat.v1.ConfigProto(device_count={"GPU": 0})
             with tf.compat.v1.Session(graph=mg.graph, config=config) as session:
-                if mg.step_var is not None:
+                if mg.step_var is not None and global_step is not None:
                     session.run(mg.step_var.initializer, {mg.step_var.initial_value: np.int64(global_step)})
                 for var, value in zip(mg.state_vars, values, strict=True):
                     session.run(var.initializer, {var.initial_value: value})
@@ -216,7 +217,8 @@ def _write_jax_artifact(
     from jaxspec.export.serving import DIRECTORY, serving_files
 
     main = next((g for g in graphs if g.mode == _modes.PREDICT), None)
-    if main is None or not main.serving["signatures"]:
+    serving = None if main is None else main.serving
+    if serving is None or not serving["signatures"]:
         logger.warning("jax_artifact: the export has no serving signature; no jax/ artifact is written.")
         return
     files = serving_files(
@@ -225,9 +227,9 @@ def _write_jax_artifact(
         [name for name, _ in leaves],
         global_step,
         _signatures.check_heads(modes[_modes.PREDICT].heads),
-        main.serving["features"],
-        main.serving["shapes"],
-        main.serving["signatures"],
+        serving["features"],
+        serving["shapes"],
+        serving["signatures"],
         platforms,
     )
     tf.io.gfile.makedirs(os.path.join(temp_dir, DIRECTORY))
@@ -391,7 +393,7 @@ def export_saved_model(
       ValueError, TypeError, ExportCompatibilityError: as ``export_all_saved_models``.
     """
 
-    def fn(state: Any, step: Any, features: Any, labels: Any) -> dict[str, Any]:
+    def fn(state: Any, step: Any, features: PyTree, labels: PyTree) -> dict[str, Any]:
         return {"heads": serving_fn(state, features)}
 
     export = ModeExport(serving_input_receiver_fn, fn, _signatures.check_heads(heads))

@@ -9,15 +9,19 @@ further here with the same numbers.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.canned import _heads
 from tf_bridge.runtime.canned.dnn import SUM_OVER_BATCH_SIZE
 from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
+from tf_bridge.runtime.heads.base import Head
+from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 
 # The learning rate of an optimizer given by name (TF 2.15's baseline model).
@@ -41,7 +45,7 @@ def weight_column_key(weight_column: Any) -> str | None:
     return str(weight_column.key)
 
 
-def baseline_logits(features: Any, logits_dimension: int, weight_key: str | None) -> tuple[Any, Any]:
+def baseline_logits(features: PyTree, logits_dimension: int, weight_key: str | None) -> tuple[Any, Any]:
     """``(bias, logits)``: the variable ``baseline/bias`` (float32 ``[logits_dimension]``,
     zeros) and ``logits`` = the bias repeated over the batch (``[batch, logits_dimension]``).
 
@@ -70,10 +74,10 @@ def baseline_logits(features: Any, logits_dimension: int, weight_key: str | None
 
 
 def baseline_model_fn(
-    features: Any,
-    labels: Any,
+    features: PyTree,
+    labels: PyTree,
     mode: str,
-    head: Any,
+    head: Head,
     optimizer: Any = "Ftrl",
     weight_column: Any = None,
 ) -> Any:
@@ -91,7 +95,7 @@ def baseline_model_fn(
         opt = get_optimizer_instance_v2(optimizer, learning_rate=LEARNING_RATE)
         opt.iterations = tf.compat.v1.train.get_or_create_global_step()
 
-        def train_op_fn(loss: Any) -> Any:
+        def train_op_fn(loss: tf.Tensor) -> Any:
             return opt.get_updates(loss, [bias])[0]
 
     return head.create_estimator_spec(
@@ -101,11 +105,16 @@ def baseline_model_fn(
 
 class _BaselineBase(Estimator):
     def _init_baseline(
-        self, head: Any, optimizer: Any, weight_column: Any, model_dir: Any, config: Any
+        self,
+        head: Head,
+        optimizer: Any,
+        weight_column: Any,
+        model_dir: str | os.PathLike[str] | None,
+        config: Any,
     ) -> None:
         self._head = head
 
-        def model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+        def model_fn(features: PyTree, labels: PyTree, mode: str, config: Any) -> Any:
             del config
             return baseline_model_fn(features, labels, mode, head, optimizer, weight_column)
 
@@ -144,12 +153,12 @@ class BaselineClassifier(_BaselineBase):
 
     def __init__(
         self,
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         n_classes: int = 2,
         weight_column: Any = None,
         label_vocabulary: Sequence[str] | None = None,
         optimizer: Any = "Ftrl",
-        config: Any = None,
+        config: RunConfig | None = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
     ) -> None:
         head = _heads.binary_or_multi_class_head(n_classes, weight_column, label_vocabulary, loss_reduction)
@@ -174,11 +183,11 @@ class BaselineRegressor(_BaselineBase):
 
     def __init__(
         self,
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         label_dimension: int = 1,
         weight_column: Any = None,
         optimizer: Any = "Ftrl",
-        config: Any = None,
+        config: RunConfig | None = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
     ) -> None:
         head = _heads.regression_head(label_dimension, weight_column, loss_reduction)
@@ -201,7 +210,13 @@ class BaselineEstimator(_BaselineBase):
       AttributeError: features that are not a dict, as TF 2.15.
     """
 
-    def __init__(self, head: Any, model_dir: Any = None, optimizer: Any = "Ftrl", config: Any = None) -> None:
+    def __init__(
+        self,
+        head: Head,
+        model_dir: str | os.PathLike[str] | None = None,
+        optimizer: Any = "Ftrl",
+        config: RunConfig | None = None,
+    ) -> None:
         self._init_baseline(head, optimizer, None, model_dir, config)
 
 

@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.canned import _heads
 from tf_bridge.runtime.canned._layers import dnn_logits
 from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
+from tf_bridge.runtime.heads.base import Head
+from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 
 SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
 
 
-def check_features(features: Any) -> None:
+def check_features(features: PyTree) -> None:
     """Raises ValueError unless the features are a dict of tensors (as TF 2.15)."""
     if not isinstance(features, dict):
         raise ValueError(f"features must be a dict of Tensors, got {type(features).__name__}.")
 
 
 def dnn_model_fn(
-    features: Any,
-    labels: Any,
+    features: PyTree,
+    labels: PyTree,
     mode: str,
-    head: Any,
+    head: Head,
     hidden_units: Sequence[int],
     feature_columns: Sequence[Any],
     optimizer: Any = "Adagrad",
@@ -70,21 +74,21 @@ def dnn_model_fn(
 class _DNNBase(Estimator):
     def _init_dnn(
         self,
-        head: Any,
+        head: Head,
         hidden_units: Any,
         feature_columns: Any,
         optimizer: Any,
         activation_fn: Any,
         dropout: Any,
         batch_norm: bool,
-        model_dir: Any,
+        model_dir: str | os.PathLike[str] | None,
         config: Any,
         warm_start_from: Any,
     ) -> None:
         columns = tuple(feature_columns or [])
         self._head = head
 
-        def model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+        def model_fn(features: PyTree, labels: PyTree, mode: str, config: Any) -> Any:
             del config
             return dnn_model_fn(
                 features,
@@ -140,14 +144,14 @@ class DNNClassifier(_DNNBase):
         self,
         hidden_units: Sequence[int],
         feature_columns: Sequence[Any],
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         n_classes: int = 2,
         weight_column: Any = None,
         label_vocabulary: Sequence[str] | None = None,
         optimizer: Any = "Adagrad",
         activation_fn: Any = tf.nn.relu,
         dropout: float | None = None,
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         batch_norm: bool = False,
@@ -185,13 +189,13 @@ class DNNRegressor(_DNNBase):
         self,
         hidden_units: Sequence[int],
         feature_columns: Sequence[Any],
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         label_dimension: int = 1,
         weight_column: Any = None,
         optimizer: Any = "Adagrad",
         activation_fn: Any = tf.nn.relu,
         dropout: float | None = None,
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         batch_norm: bool = False,

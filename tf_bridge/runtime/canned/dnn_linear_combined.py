@@ -5,17 +5,21 @@ each part trained by its own optimizer on the same loss."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.canned import _heads
 from tf_bridge.runtime.canned._layers import dnn_logits, linear_logits
 from tf_bridge.runtime.canned.dnn import SUM_OVER_BATCH_SIZE, check_features
 from tf_bridge.runtime.canned.linear import check_sparse_combiner
 from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
+from tf_bridge.runtime.heads.base import Head
+from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 
 # Learning rates of optimizers given by name: the DNN's, and the cap of the linear
@@ -38,10 +42,10 @@ def check_feature_columns(linear_feature_columns: Any, dnn_feature_columns: Any)
 
 
 def dnn_linear_combined_model_fn(
-    features: Any,
-    labels: Any,
+    features: PyTree,
+    labels: PyTree,
     mode: str,
-    head: Any,
+    head: Head,
     linear_feature_columns: Sequence[Any] = (),
     linear_optimizer: Any = "Ftrl",
     dnn_feature_columns: Sequence[Any] = (),
@@ -94,7 +98,7 @@ def dnn_linear_combined_model_fn(
         parts.append((logits, opt, variables, []))
     logits = parts[0][0] if len(parts) == 1 else parts[0][0] + parts[1][0]
 
-    def train_op_fn(loss: Any) -> Any:
+    def train_op_fn(loss: tf.Tensor) -> Any:
         ops = []
         for _, opt, variables, updates in parts:
             ops.extend(opt.get_updates(loss, variables))
@@ -110,7 +114,12 @@ def dnn_linear_combined_model_fn(
 
 class _CombinedBase(Estimator):
     def _init_combined(
-        self, head: Any, model_dir: Any, config: Any, warm_start_from: Any, **kwargs: Any
+        self,
+        head: Head,
+        model_dir: str | os.PathLike[str] | None,
+        config: Any,
+        warm_start_from: Any,
+        **kwargs: Any,
     ) -> None:
         check_feature_columns(kwargs["linear_feature_columns"], kwargs["dnn_feature_columns"])
         check_sparse_combiner(kwargs["linear_sparse_combiner"])
@@ -118,7 +127,7 @@ class _CombinedBase(Estimator):
         kwargs["dnn_feature_columns"] = tuple(kwargs["dnn_feature_columns"] or [])
         self._head = head
 
-        def model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+        def model_fn(features: PyTree, labels: PyTree, mode: str, config: Any) -> Any:
             del config
             return dnn_linear_combined_model_fn(features, labels, mode, head, **kwargs)
 
@@ -153,7 +162,7 @@ class DNNLinearCombinedClassifier(_CombinedBase):
 
     def __init__(
         self,
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         linear_feature_columns: Sequence[Any] | None = None,
         linear_optimizer: Any = "Ftrl",
         dnn_feature_columns: Sequence[Any] | None = None,
@@ -164,7 +173,7 @@ class DNNLinearCombinedClassifier(_CombinedBase):
         n_classes: int = 2,
         weight_column: Any = None,
         label_vocabulary: Sequence[str] | None = None,
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         batch_norm: bool = False,
@@ -205,7 +214,7 @@ class DNNLinearCombinedRegressor(_CombinedBase):
 
     def __init__(
         self,
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         linear_feature_columns: Sequence[Any] | None = None,
         linear_optimizer: Any = "Ftrl",
         dnn_feature_columns: Sequence[Any] | None = None,
@@ -215,7 +224,7 @@ class DNNLinearCombinedRegressor(_CombinedBase):
         dnn_dropout: float | None = None,
         label_dimension: int = 1,
         weight_column: Any = None,
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         batch_norm: bool = False,

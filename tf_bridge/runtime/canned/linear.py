@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.canned import _heads
 from tf_bridge.runtime.canned._layers import linear_logits
 from tf_bridge.runtime.canned.dnn import SUM_OVER_BATCH_SIZE, check_features
 from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
+from tf_bridge.runtime.heads.base import Head
+from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
 
 # The learning rate of an optimizer given by name, and the cap of the default Ftrl's
@@ -38,10 +42,10 @@ def check_sparse_combiner(sparse_combiner: str) -> str:
 
 
 def linear_model_fn(
-    features: Any,
-    labels: Any,
+    features: PyTree,
+    labels: PyTree,
     mode: str,
-    head: Any,
+    head: Head,
     feature_columns: Sequence[Any],
     optimizer: Any,
     sparse_combiner: str = "sum",
@@ -75,11 +79,11 @@ def linear_model_fn(
 class _LinearBase(Estimator):
     def _init_linear(
         self,
-        head: Any,
+        head: Head,
         feature_columns: Any,
         optimizer: Any,
         sparse_combiner: str,
-        model_dir: Any,
+        model_dir: str | os.PathLike[str] | None,
         config: Any,
         warm_start_from: Any,
     ) -> None:
@@ -87,7 +91,7 @@ class _LinearBase(Estimator):
         columns = tuple(feature_columns or [])
         self._head = head
 
-        def model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+        def model_fn(features: PyTree, labels: PyTree, mode: str, config: Any) -> Any:
             del config
             return linear_model_fn(features, labels, mode, head, columns, optimizer, sparse_combiner)
 
@@ -122,12 +126,12 @@ class LinearClassifier(_LinearBase):
     def __init__(
         self,
         feature_columns: Sequence[Any],
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         n_classes: int = 2,
         weight_column: Any = None,
         label_vocabulary: Sequence[str] | None = None,
         optimizer: Any = "Ftrl",
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         sparse_combiner: str = "sum",
@@ -154,11 +158,11 @@ class LinearRegressor(_LinearBase):
     def __init__(
         self,
         feature_columns: Sequence[Any],
-        model_dir: Any = None,
+        model_dir: str | os.PathLike[str] | None = None,
         label_dimension: int = 1,
         weight_column: Any = None,
         optimizer: Any = "Ftrl",
-        config: Any = None,
+        config: RunConfig | None = None,
         warm_start_from: Any = None,
         loss_reduction: str = SUM_OVER_BATCH_SIZE,
         sparse_combiner: str = "sum",

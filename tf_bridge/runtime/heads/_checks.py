@@ -18,13 +18,16 @@ Every message names the argument and the shapes it saw.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import tensorflow as tf
 
 from jaxspec.rules import head_args as rules
 from jaxspec.rules.head_args import fn_args
 from jaxspec.rules.head_keys import Reduction
+from jaxspec.spec.fn_types import PyTree
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 # tf.estimator's loss reductions are Keras's (tf.keras.losses.Reduction in TF <= 2.15,
 # tf_keras.losses.Reduction today): the same strings as ``Reduction``.
@@ -91,7 +94,7 @@ def static_n_classes(n_classes: Any, minimum: int) -> Any:
     return int(value)
 
 
-def check_logits(logits: Any, logits_dimension: int) -> tf.Tensor:
+def check_logits(logits: TensorLike, logits_dimension: int) -> tf.Tensor:
     """``logits`` as float32 ``[D0, ..., DN, logits_dimension]``."""
     logits = tf.cast(tf.convert_to_tensor(logits), tf.float32)
     if rules.check_logits_shape(_shape(logits), logits_dimension):
@@ -111,7 +114,7 @@ def check_logits(logits: Any, logits_dimension: int) -> tf.Tensor:
         return tf.identity(logits)
 
 
-def check_labels(labels: Any, logits: tf.Tensor, expected_dim: int) -> tf.Tensor:
+def check_labels(labels: PyTree, logits: tf.Tensor, expected_dim: int) -> tf.Tensor:
     """Dense ``labels`` of shape ``logits.shape[:-1] + [expected_dim]``; labels one rank
     below logits get a last dimension of 1 (tf.estimator's rule).
 
@@ -163,7 +166,7 @@ def check_label_range(labels: tf.Tensor, n_classes: int, message: str | None = N
         return tf.identity(labels)
 
 
-def _weight_tensor(features: Any, weight_column: Any) -> tf.Tensor:
+def _weight_tensor(features: PyTree, weight_column: Any) -> tf.Tensor:
     if isinstance(weight_column, str):
         key, normalizer = weight_column, None
     elif (
@@ -193,7 +196,7 @@ def _weight_tensor(features: Any, weight_column: Any) -> tf.Tensor:
     return tf.cast(weights, tf.float32)
 
 
-def weights_for(features: Any, weight_column: Any, logits: tf.Tensor, per_logit: bool = False) -> Any:
+def weights_for(features: PyTree, weight_column: Any, logits: tf.Tensor, per_logit: bool = False) -> Any:
     """The example weights, float32 ``[D0, ..., DN, 1]`` (or ``logits``' shape with
     ``per_logit``); 1.0 without a weight column. Weights one rank below logits get a last
     dimension of 1.
@@ -235,7 +238,7 @@ def weights_for(features: Any, weight_column: Any, logits: tf.Tensor, per_logit:
 
 
 def call_loss_fn(
-    loss_fn: Callable[..., Any], labels: tf.Tensor, logits: tf.Tensor, features: Any, expected_dim: int
+    loss_fn: Callable[..., Any], labels: tf.Tensor, logits: tf.Tensor, features: PyTree, expected_dim: int
 ) -> tf.Tensor:
     """``loss_fn(labels=, logits=[, features=])``, checked to be ``logits.shape[:-1] + [expected_dim]``.
 
@@ -258,7 +261,7 @@ def call_loss_fn(
     return _assert_in_graph(ok, loss, [message, l_shape, loss_shape])
 
 
-def weighted_loss(unweighted: tf.Tensor, weights: Any, reduction: str) -> tf.Tensor:
+def weighted_loss(unweighted: tf.Tensor, weights: tf.Tensor | float | None, reduction: str) -> tf.Tensor:
     """The training loss: the sum of ``unweighted * weights``, divided by the number of
     loss elements for SUM_OVER_BATCH_SIZE (and AUTO, outside a distribution strategy), as
     Keras's ``compute_weighted_loss``."""

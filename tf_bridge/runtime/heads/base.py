@@ -15,18 +15,26 @@ heads used), so ``tf_keras`` must be installed for ``metrics`` and EVAL; ``loss`
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tensorflow as tf
 
 from jaxspec.rules.head_args import HeadInterface
 from jaxspec.rules.head_keys import MetricKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads._checks import REDUCTION_SUM_OVER_BATCH_SIZE
-from tf_bridge.runtime.spec import ClassificationOutput, ModeKeys, TPUEstimatorSpec
+from tf_bridge.runtime.spec import ClassificationOutput, EstimatorSpec, ModeKeys, TPUEstimatorSpec
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
+    from tf_keras.optimizers.legacy import Optimizer as KerasOptimizer
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
-def keras_metrics() -> Any:
+def keras_metrics() -> types.ModuleType:
     """``tf_keras.metrics`` (ImportError naming the package if it is missing)."""
     try:
         import tf_keras
@@ -52,16 +60,16 @@ class Head(HeadInterface):
 
     def create_estimator_spec(
         self,
-        features: Any,
+        features: PyTree,
         mode: str,
         logits: tf.types.experimental.TensorLike,
         labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> Any:
+        optimizer: KerasOptimizer | None = None,
+        trainable_variables: Sequence[tf.Variable] | None = None,
+        train_op_fn: Callable[[tf.Tensor], tf.Operation] | None = None,
+        update_ops: Sequence[tf.Operation] | None = None,
+        regularization_losses: Sequence[tf.Tensor] | None = None,
+    ) -> EstimatorSpec:
         """The ``tf_bridge.EstimatorSpec`` for ``mode`` (``tf.estimator.Head.create_estimator_spec``).
 
         Args:
@@ -105,21 +113,21 @@ class Head(HeadInterface):
 
     def _create_tpu_estimator_spec(
         self,
-        features: Any,
+        features: PyTree,
         mode: str,
         logits: tf.types.experimental.TensorLike,
         labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
+        optimizer: KerasOptimizer | None = None,
+        trainable_variables: Sequence[tf.Variable] | None = None,
+        train_op_fn: Callable[[tf.Tensor], tf.Operation] | None = None,
+        update_ops: Sequence[tf.Operation] | None = None,
+        regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> TPUEstimatorSpec:
         """The ``tf_bridge.TPUEstimatorSpec`` for ``mode``; subclasses implement it."""
         raise NotImplementedError(f"{type(self).__name__} has no TPUEstimatorSpec.")
 
 
-def regularization_total(regularization_losses: Sequence[Any] | None) -> tf.Tensor | None:
+def regularization_total(regularization_losses: Sequence[tf.Tensor] | None) -> tf.Tensor | None:
     """The sum of ``regularization_losses`` (scalar float tensors), or None when it is None.
 
     Raises:
@@ -129,7 +137,7 @@ def regularization_total(regularization_losses: Sequence[Any] | None) -> tf.Tens
     return tf.math.add_n(list(regularization_losses)) if regularization_losses is not None else None
 
 
-def add_regularization(loss: tf.Tensor, regularization_losses: Sequence[Any] | None) -> tf.Tensor:
+def add_regularization(loss: tf.Tensor, regularization_losses: Sequence[tf.Tensor] | None) -> tf.Tensor:
     """``loss`` (a scalar float tensor, already reduced) plus the sum of
     ``regularization_losses``: the training loss tf.estimator's heads minimise and report
     as ``loss``. ``loss`` itself when ``regularization_losses`` is None.
@@ -138,12 +146,14 @@ def add_regularization(loss: tf.Tensor, regularization_losses: Sequence[Any] | N
     return loss if total is None else loss + total
 
 
-def _check_list(value: Any, what: str) -> None:
+def _check_list(value: object, what: str) -> None:
     if value is not None and not isinstance(value, (list, tuple)):
         raise ValueError(f"{what} must be a list or tuple; got {type(value).__name__}.")
 
 
-def _check_optimizer(optimizer: Any, trainable_variables: Any) -> None:
+def _check_optimizer(
+    optimizer: KerasOptimizer | None, trainable_variables: Sequence[tf.Variable] | None
+) -> None:
     if not callable(getattr(optimizer, "get_updates", None)):
         raise ValueError(
             "optimizer must be a tf_keras.optimizers.legacy optimizer (the Keras optimizers "
@@ -156,13 +166,13 @@ def _check_optimizer(optimizer: Any, trainable_variables: Any) -> None:
 
 
 def train_op(
-    optimizer: Any,
-    trainable_variables: Any,
-    train_op_fn: Any,
-    update_ops: Any,
+    optimizer: KerasOptimizer | None,
+    trainable_variables: Sequence[tf.Variable] | None,
+    train_op_fn: Callable[[tf.Tensor], tf.Operation] | None,
+    update_ops: Sequence[tf.Operation] | None,
     loss: tf.Tensor,
     loss_reduction: str,
-) -> Any:
+) -> tf.Operation:
     """TRAIN's train op, in the graph's root name scope ``training``: ``train_op_fn(loss)``
     or ``optimizer.get_updates(loss, trainable_variables)[0]`` (the loss scaled by
     1/num_replicas under a distribution strategy with SUM_OVER_BATCH_SIZE), grouped with
@@ -193,7 +203,9 @@ def train_op(
 
 
 def train_summaries(
-    loss: tf.Tensor, regularization_losses: Any, summary_key: Callable[[str], str] | None = None
+    loss: tf.Tensor,
+    regularization_losses: Sequence[tf.Tensor] | None,
+    summary_key: Callable[[str], str] | None = None,
 ) -> None:
     """tf.estimator's TRAIN summaries: the loss and the regularization loss, at the root."""
     key = summary_key or (lambda k: k)
@@ -218,14 +230,14 @@ def eval_metrics_pair(
     return metric_fn, tensors
 
 
-def broadcast_weights(weights: Any, values: tf.Tensor) -> Any:
+def broadcast_weights(weights: tf.Tensor | float | None, values: tf.Tensor) -> tf.Tensor | None:
     """``weights`` (a scalar or a tensor broadcastable to ``values``) as float32 of ``values``' shape."""
     if weights is None:
         return None
     return tf.broadcast_to(tf.cast(weights, tf.float32), tf.shape(values))
 
 
-def update_mean(metric: Any, values: tf.Tensor, weights: Any) -> None:
+def update_mean(metric: KerasMetric, values: tf.Tensor, weights: tf.Tensor | float | None) -> None:
     """A Keras Mean over ``values`` with ``weights`` broadcast to them."""
     values = tf.cast(values, tf.float32)
     metric.update_state(values=values, sample_weight=broadcast_weights(weights, values))
@@ -248,7 +260,7 @@ def all_classes(
 
 
 def classification_output(
-    scores: tf.Tensor, n_classes: int, label_vocabulary: Any = None
+    scores: tf.Tensor, n_classes: int, label_vocabulary: Sequence[str] | None = None
 ) -> ClassificationOutput:
     """The ``ClassificationOutput`` of a classification head, as tf.estimator 2.15's:
     ``scores`` (float ``[batch, n_classes]``, the probabilities) and ``classes``, a string
@@ -293,15 +305,15 @@ def string_labels(labels: tf.Tensor, label_vocabulary: Sequence[str]) -> tf.Tens
 
 def train_or_eval_spec(
     head: Head,
-    features: Any,
+    features: PyTree,
     mode: str,
     logits: tf.types.experimental.TensorLike,
     labels: tf.types.experimental.TensorLike,
-    predictions: dict[Any, tf.Tensor],
-    optimizer: Any,
+    predictions: dict[str, tf.Tensor],
+    optimizer: KerasOptimizer | None,
     trainable_variables: Sequence[tf.Variable] | None,
-    train_op_fn: Callable[[tf.Tensor], Any] | None,
-    update_ops: Sequence[Any] | None,
+    train_op_fn: Callable[[tf.Tensor], tf.Operation] | None,
+    update_ops: Sequence[tf.Operation] | None,
     regularization_losses: Sequence[tf.Tensor] | None,
 ) -> TPUEstimatorSpec:
     """EVAL: loss and ``eval_metrics = (head.update_metrics, tensors)`` on fresh

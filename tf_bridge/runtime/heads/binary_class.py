@@ -3,8 +3,8 @@ cross entropy, tf.estimator's metrics, predictions and export outputs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -12,14 +12,20 @@ from jaxspec.rules import head_keys
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import BinaryClassHeadArgs
 from jaxspec.rules.head_keys import MetricKeys, PredictionKeys
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.heads import _checks, base, base_template
+from tf_bridge.runtime.spec import ExportOutput, RegressionOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.LOGISTIC, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class BinaryClassHead(BinaryClassHeadArgs, base.Head):
+class BinaryClassHead(BinaryClassHeadArgs, base_template.HeadTemplate):
     """Binary classification with sigmoid cross entropy (``tf.estimator.BinaryClassHead``).
 
     Args:
@@ -41,7 +47,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
         arguments.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """float32 0/1 labels ``[D0, ..., DN, 1]``."""
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is not None:
@@ -50,7 +56,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
         return _checks.check_label_range(labels, 2, message="labels must be 0 or 1 (or in label_vocabulary)")
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
@@ -58,41 +64,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
             loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def loss(
-        self,
-        labels: tf.types.experimental.TensorLike,
-        logits: tf.types.experimental.TensorLike,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss: weighted sigmoid cross entropy (or ``loss_fn``) reduced
-        by ``loss_reduction``, plus the regularization losses.
-
-        Args:
-          labels: ``[D0, ..., DN, 1]`` or ``[D0, ..., DN]``: 0/1, or the vocabulary's strings.
-          logits: float ``[D0, ..., DN, 1]``.
-          features: dict holding the weight column, if any.
-          mode: unused.
-          regularization_losses: list of scalar tensors, or None.
-
-        Raises:
-          ValueError: (eager) bad logits/labels/weights shapes or dtypes, a label outside
-            {0, 1}; (graph) a bad logits/labels rank or last dimension, a dtype, shapes
-            TensorFlow's loss op refuses (as TF 2.15, see ``_checks``).
-          tf.errors.InvalidArgumentError: (graph) a label outside {0, 1} or the vocabulary,
-            or a wrong shape that only TF 2.15 checked when the graph ran (labels' other
-            dimensions, weights, ``loss_fn``'s output; static or not).
-        """
-        del mode
-        with tf.name_scope("losses"):
-            logits = _checks.check_logits(logits, 1)
-            labels = self._labels(logits, labels)
-            unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
-            return base.add_regularization(loss, regularization_losses)
-
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits`` [.., 1], ``logistic`` [.., 1], ``probabilities`` [.., 2], ``class_ids``
         int64 [.., 1], ``classes`` string [.., 1], ``all_class_ids`` int32 [batch, 2],
         ``all_classes`` string [batch, 2]; only ``keys`` when given (ValueError for another key)."""
@@ -128,7 +100,7 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
     def _threshold_keys(self, pattern: str) -> list[str]:
         return [self._summary_key(pattern % t) for t in self._thresholds]
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics under tf.estimator's keys (``average_loss``, ``accuracy``,
         ``precision``, ``recall``, ``prediction/mean``, ``label/mean``,
         ``accuracy_baseline``, ``auc``, ``auc_precision_recall``, ``regularization_loss``
@@ -160,22 +132,16 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
             out[rec] = m.Recall(name=rec, thresholds=t)
         return out
 
-    def update_metrics(
+    def _update_head_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
+    ) -> None:
         k, key = MetricKeys, self._summary_key
-        class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
-        logits = _checks.check_logits(logits, 1)
-        labels = self._labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        logistic = self.predictions(logits, [P.LOGISTIC])[P.LOGISTIC]
-        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
+        predictions = self.predictions(logits, [P.CLASS_IDS, P.LOGISTIC])
+        class_ids, logistic = predictions[P.CLASS_IDS], predictions[P.LOGISTIC]
         for name in (k.ACCURACY, k.PRECISION, k.RECALL):
             eval_metrics[key(name)].update_state(y_true=labels, y_pred=class_ids, sample_weight=weights)
         base.update_mean(eval_metrics[key(k.PREDICTION_MEAN)], logistic, weights)
@@ -190,44 +156,13 @@ class BinaryClassHead(BinaryClassHeadArgs, base.Head):
             eval_metrics[key(name)].update_state(
                 y_true=labels, y_pred=logistic, sample_weight=base.broadcast_weights(weights, logistic)
             )
-        total = base.regularization_total(regularization_losses)
-        if total is not None:
-            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
         for pattern in (k.ACCURACY_AT_THRESHOLD, k.PRECISION_AT_THRESHOLD, k.RECALL_AT_THRESHOLD):
             for name in self._threshold_keys(pattern):
                 eval_metrics[name].update_state(y_true=labels, y_pred=logistic, sample_weight=weights)
-        return eval_metrics
 
-    def _create_tpu_estimator_spec(
-        self,
-        features: Any,
-        mode: str,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> TPUEstimatorSpec:
-        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
-        (ClassificationOutput of the probabilities and the class names), ``regression``
-        (the logistic) and ``predict`` (every prediction)."""
-        with tf.name_scope(self._name or "head"):
-            predictions = self.predictions(logits)
-            if mode == ModeKeys.PREDICT:
-                classify = base.classification_output(predictions[P.PROBABILITIES], 2, self._label_vocabulary)
-                return TPUEstimatorSpec(
-                    mode=ModeKeys.PREDICT,
-                    predictions=predictions,
-                    export_outputs={
-                        head_keys.DEFAULT_SERVING_KEY: classify,
-                        head_keys.CLASSIFY_SERVING_KEY: classify,
-                        head_keys.REGRESS_SERVING_KEY: RegressionOutput(value=predictions[P.LOGISTIC]),
-                        head_keys.PREDICT_SERVING_KEY: PredictOutput(predictions),
-                    },
-                )
-            return base.train_or_eval_spec(
-                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
-                train_op_fn, update_ops, regularization_losses,
-            )  # fmt: skip
+    def _export_outputs(self, predictions: dict[str, tf.Tensor]) -> dict[str, ExportOutput]:
+        """``serving_default`` and ``classification`` (the probabilities and the class
+        names), ``regression`` (the logistic) and ``predict`` (every prediction)."""
+        exports = base_template.classifier_exports(predictions, 2, self._label_vocabulary)
+        exports[head_keys.REGRESS_SERVING_KEY] = RegressionOutput(value=predictions[P.LOGISTIC])
+        return exports

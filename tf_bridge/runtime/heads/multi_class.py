@@ -4,27 +4,30 @@ entropy, tf.estimator's metrics, predictions and export outputs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tensorflow as tf
 
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import MultiClassHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.heads import _checks, base, base_template
+from tf_bridge.runtime.spec import ExportOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASS_IDS, P.CLASSES, P.ALL_CLASS_IDS, P.ALL_CLASSES)
 
 
-class MultiClassHead(MultiClassHeadArgs, base.Head):
+class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
     """Single-label classification over ``n_classes`` > 2 classes with softmax cross
     entropy (``tf.estimator.MultiClassHead``).
 
@@ -69,7 +72,10 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         )
         self._logits_dimension = given  # TF 2.15 gave n_classes back as it was given
 
-    def _label_ids(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _static_logits_dimension(self) -> int:
+        return self._n_classes
+
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """Class ids ``[D0, ..., DN, 1]`` in ``[0, n_classes)``."""
         labels = _checks.check_labels(labels, logits, 1)
         if self._label_vocabulary is None:
@@ -87,7 +93,7 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         )
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, label_ids: tf.Tensor, features: Any
+        self, logits: tf.Tensor, label_ids: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, label_ids, logits, features, 1)
@@ -98,41 +104,7 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
             loss = tf.expand_dims(loss, -1)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def loss(
-        self,
-        labels: tf.types.experimental.TensorLike,
-        logits: tf.types.experimental.TensorLike,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss: weighted softmax cross entropy (or ``loss_fn``) reduced
-        by ``loss_reduction``, plus the regularization losses.
-
-        Args:
-          labels: int class ids (or the vocabulary's strings) ``[D0, ..., DN, 1]`` or ``[D0, ..., DN]``.
-          logits: float ``[D0, ..., DN, n_classes]``.
-          features: dict holding the weight column, if any.
-          mode: unused.
-          regularization_losses: list of scalar tensors, or None.
-
-        Raises:
-          ValueError: labels not integer (no vocabulary) or not strings (with one); (eager)
-            bad shapes, a label outside ``[0, n_classes)``; (graph) a bad logits/labels rank
-            or last dimension, shapes TensorFlow's loss op refuses (as TF 2.15).
-          tf.errors.InvalidArgumentError: (graph) a label outside the range or the
-            vocabulary, or a wrong shape that only TF 2.15 checked when the graph ran
-            (labels' other dimensions, weights, ``loss_fn``'s output; static or not).
-        """
-        del mode
-        with tf.name_scope("losses"):
-            logits = _checks.check_logits(logits, self._n_classes)
-            label_ids = self._label_ids(logits, labels)
-            unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
-            return base.add_regularization(loss, regularization_losses)
-
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits``, ``probabilities`` [.., n_classes], ``class_ids`` int64 [.., 1],
         ``classes`` string [.., 1], ``all_class_ids`` int32 and ``all_classes`` string
         [batch, n_classes]; only ``keys`` when given (ValueError for another key)."""
@@ -162,7 +134,7 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
                 out[P.ALL_CLASSES] = base.all_classes(logits, self._n_classes, self._label_vocabulary)
         return out
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``accuracy`` and, with regularization
         losses, ``regularization_loss`` (each ``/name``-suffixed)."""
         m, k, key = base.keras_metrics(), MetricKeys, self._summary_key
@@ -172,57 +144,19 @@ class MultiClassHead(MultiClassHeadArgs, base.Head):
         out[key(k.ACCURACY)] = m.Accuracy(name=k.ACCURACY)
         return out
 
-    def update_metrics(
+    def _update_head_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
-        k, key = MetricKeys, self._summary_key
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
+    ) -> None:
         class_ids = self.predictions(logits, [P.CLASS_IDS])[P.CLASS_IDS]
-        logits = _checks.check_logits(logits, self._n_classes)
-        label_ids = self._label_ids(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, label_ids, features)
-        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
-        eval_metrics[key(k.ACCURACY)].update_state(y_true=label_ids, y_pred=class_ids, sample_weight=weights)
-        total = base.regularization_total(regularization_losses)
-        if total is not None:
-            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
-        return eval_metrics
+        eval_metrics[self._summary_key(MetricKeys.ACCURACY)].update_state(
+            y_true=labels, y_pred=class_ids, sample_weight=weights
+        )
 
-    def _create_tpu_estimator_spec(
-        self,
-        features: Any,
-        mode: str,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> TPUEstimatorSpec:
-        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
-        (probabilities and class names) and ``predict`` (every prediction)."""
-        with tf.name_scope(self._name or "head"):
-            predictions = self.predictions(logits)
-            if mode == ModeKeys.PREDICT:
-                classify = base.classification_output(
-                    predictions[P.PROBABILITIES], self._n_classes, self._label_vocabulary
-                )
-                return TPUEstimatorSpec(
-                    mode=ModeKeys.PREDICT,
-                    predictions=predictions,
-                    export_outputs={
-                        DEFAULT_SERVING_KEY: classify,
-                        CLASSIFY_SERVING_KEY: classify,
-                        PREDICT_SERVING_KEY: PredictOutput(predictions),
-                    },
-                )
-            return base.train_or_eval_spec(
-                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
-                train_op_fn, update_ops, regularization_losses,
-            )  # fmt: skip
+    def _export_outputs(self, predictions: dict[str, tf.Tensor]) -> dict[str, ExportOutput]:
+        """``serving_default`` and ``classification`` (probabilities and class names) and
+        ``predict`` (every prediction)."""
+        return base_template.classifier_exports(predictions, self._n_classes, self._label_vocabulary)

@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import tensorflow as tf
 
 from jaxspec.rules.head_init import MultiHeadArgs
 from jaxspec.rules.head_keys import DEFAULT_SERVING_KEY, PREDICT_SERVING_KEY, MetricKeys
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.runtime.heads import base
 from tf_bridge.runtime.spec import EstimatorSpec, ModeKeys, PredictOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
+    from tf_keras.optimizers.legacy import Optimizer as KerasOptimizer
 
 
 def _no_op_train_fn(loss: tf.Tensor) -> tf.Operation:
@@ -37,7 +44,7 @@ class MultiHead(MultiHeadArgs, base.Head):
       ValueError: no heads, a head without a name, or head_weights of another length.
     """
 
-    def _split_logits(self, logits: Any) -> dict[str, tf.Tensor]:
+    def _split_logits(self, logits: TensorLike) -> dict[str, tf.Tensor]:
         with tf.name_scope("split_logits"):
             logits = tf.convert_to_tensor(logits)
             dims = [h.logits_dimension for h in self._heads]
@@ -54,9 +61,9 @@ class MultiHead(MultiHeadArgs, base.Head):
         self,
         labels: dict[str, tf.types.experimental.TensorLike],
         logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
-        features: Any = None,
+        features: PyTree = None,
         mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
+        regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> tf.Tensor:
         """The heads' losses times their weights, summed, plus the regularization losses.
 
@@ -82,7 +89,9 @@ class MultiHead(MultiHeadArgs, base.Head):
                 ]
             return base.add_regularization(tf.math.add_n(losses), regularization_losses)
 
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[tuple[str, str], tf.Tensor]:
+    def predictions(
+        self, logits: TensorLike, keys: Sequence[str] | None = None
+    ) -> dict[tuple[str, str], tf.Tensor]:
         """Every head's predictions keyed ``(head name, key)`` (``keys`` is not used, as in TF)."""
         del keys
         logits_dict = self._logits_dict(logits)
@@ -93,7 +102,7 @@ class MultiHead(MultiHeadArgs, base.Head):
                     out[(h.name, k)] = v
         return out
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras Means: ``loss/<head name>`` per head and, with regularization
         losses, ``regularization_loss/<name>``; the heads' own metrics join in update_metrics."""
         m = base.keras_metrics()
@@ -108,13 +117,15 @@ class MultiHead(MultiHeadArgs, base.Head):
 
     def update_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
+        eval_metrics: dict[str, KerasMetric],
+        features: PyTree,
         logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
         labels: dict[str, tf.types.experimental.TensorLike],
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+        mode: str | None = None,
+        regularization_losses: Sequence[tf.Tensor] | None = None,
+    ) -> dict[str, KerasMetric]:
         """Update ``metrics()``'s dict with one batch and add every head's updated metrics."""
+        del mode
         logits_dict = self._logits_dict(logits, labels)
         total = base.regularization_total(regularization_losses)
         if total is not None:
@@ -129,15 +140,15 @@ class MultiHead(MultiHeadArgs, base.Head):
 
     def create_estimator_spec(
         self,
-        features: Any,
+        features: PyTree,
         mode: str,
         logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
         labels: dict[str, tf.types.experimental.TensorLike] | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
+        optimizer: KerasOptimizer | None = None,
+        trainable_variables: Sequence[tf.Variable] | None = None,
+        train_op_fn: Callable[[tf.Tensor], tf.Operation] | None = None,
+        update_ops: Sequence[tf.Operation] | None = None,
+        regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> EstimatorSpec:
         """The ``tf_bridge.EstimatorSpec`` for ``mode`` (arguments as ``Head.create_estimator_spec``;
         labels a dict of head name to labels).

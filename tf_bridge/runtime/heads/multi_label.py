@@ -3,28 +3,31 @@ classes per example, sigmoid cross entropy per class, tf.estimator's metrics and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
 from jaxspec.rules.head_args import check_prediction_keys
 from jaxspec.rules.head_init import MultiLabelHeadArgs
 from jaxspec.rules.head_keys import (
-    CLASSIFY_SERVING_KEY,
-    DEFAULT_SERVING_KEY,
-    PREDICT_SERVING_KEY,
     MetricKeys,
     PredictionKeys,
 )
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.spec import ModeKeys, PredictOutput, TPUEstimatorSpec
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.heads import _checks, base, base_template
+from tf_bridge.runtime.spec import ExportOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 _VALID_KEYS = (P.LOGITS, P.PROBABILITIES, P.CLASSES)
 
 
-class MultiLabelHead(MultiLabelHeadArgs, base.Head):
+class MultiLabelHead(MultiLabelHeadArgs, base_template.HeadTemplate):
     """Multi-label classification (``tf.estimator.MultiLabelHead``).
 
     Args:
@@ -51,7 +54,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
         class-based metrics out of range or (strings) without a vocabulary.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         """int64 indicator labels ``[D0, ..., DN, n_classes]``."""
         if labels is None:
             _checks.check_labels(None, logits, self._n_classes)
@@ -84,7 +87,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
         return _checks.check_labels(labels, logits, self._n_classes)
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, 1)
@@ -93,35 +96,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
             loss = tf.reduce_mean(xent, axis=-1, keepdims=True)
         return loss, _checks.weights_for(features, self._weight_column, logits)
 
-    def loss(
-        self,
-        labels: tf.types.experimental.TensorLike,
-        logits: tf.types.experimental.TensorLike,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss: per example the mean over classes of sigmoid cross
-        entropy (or ``loss_fn``), weighted and reduced by ``loss_reduction``, plus the
-        regularization losses.
-
-        Raises:
-          ValueError: a label dtype; (eager) bad shapes, labels that are not 0/1 or ids in
-            range; (graph) a bad logits/labels rank or last dimension, shapes TensorFlow's
-            loss op refuses (as TF 2.15).
-          tf.errors.InvalidArgumentError: (graph) bad label values, or a wrong shape that
-            only TF 2.15 checked when the graph ran (labels' other dimensions, weights,
-            ``loss_fn``'s output; static or not).
-        """
-        del mode
-        with tf.name_scope("losses"):
-            logits = _checks.check_logits(logits, self._n_classes)
-            labels = self._labels(logits, labels)
-            unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
-            return base.add_regularization(loss, regularization_losses)
-
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``logits``, ``probabilities`` (sigmoid) [.., n_classes] and ``classes`` string
         [batch, n_classes] (every class name); only ``keys`` when given."""
         if keys:
@@ -163,7 +138,7 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
             for t in self._thresholds
         ]
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``auc``, ``auc_precision_recall``,
         ``regularization_loss`` (with regularization losses), the threshold keys and the
         class-based keys (each ``/name``-suffixed)."""
@@ -185,26 +160,17 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
             out[auc_pr] = m.AUC(curve="PR", name=auc_pr)
         return out
 
-    def update_metrics(
+    def _update_head_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
+    ) -> None:
         k, key = MetricKeys, self._summary_key
-        logits = _checks.check_logits(logits, self._n_classes)
-        labels = self._labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
         probabilities = self.predictions(logits, [P.PROBABILITIES])[P.PROBABILITIES]
-        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
         for name in (k.AUC, k.AUC_PR):
             eval_metrics[key(name)].update_state(y_true=labels, y_pred=probabilities, sample_weight=weights)
-        total = base.regularization_total(regularization_losses)
-        if total is not None:
-            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
         for _, *names in self._threshold_keys():
             for name in names:
                 eval_metrics[name].update_state(y_true=labels, y_pred=probabilities, sample_weight=weights)
@@ -216,38 +182,8 @@ class MultiLabelHead(MultiLabelHeadArgs, base.Head):
                 eval_metrics[name].update_state(
                     y_true=class_labels, y_pred=class_probabilities, sample_weight=weights
                 )
-        return eval_metrics
 
-    def _create_tpu_estimator_spec(
-        self,
-        features: Any,
-        mode: str,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> TPUEstimatorSpec:
-        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``classification``
-        (probabilities and class names) and ``predict``."""
-        with tf.name_scope(self._name or "head"):
-            predictions = self.predictions(logits)
-            if mode == ModeKeys.PREDICT:
-                classify = base.classification_output(
-                    predictions[P.PROBABILITIES], self._n_classes, self._label_vocabulary
-                )
-                return TPUEstimatorSpec(
-                    mode=ModeKeys.PREDICT,
-                    predictions=predictions,
-                    export_outputs={
-                        DEFAULT_SERVING_KEY: classify,
-                        CLASSIFY_SERVING_KEY: classify,
-                        PREDICT_SERVING_KEY: PredictOutput(predictions),
-                    },
-                )
-            return base.train_or_eval_spec(
-                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
-                train_op_fn, update_ops, regularization_losses,
-            )  # fmt: skip
+    def _export_outputs(self, predictions: dict[str, tf.Tensor]) -> dict[str, ExportOutput]:
+        """``serving_default`` and ``classification`` (probabilities and class names) and
+        ``predict``."""
+        return base_template.classifier_exports(predictions, self._n_classes, self._label_vocabulary)

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import tensorflow as tf
 
@@ -16,13 +16,19 @@ from jaxspec.rules.head_keys import (
     MetricKeys,
     PredictionKeys,
 )
-from tf_bridge.runtime.heads import _checks, base
-from tf_bridge.runtime.spec import ModeKeys, PredictOutput, RegressionOutput, TPUEstimatorSpec
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.heads import _checks, base, base_template
+from tf_bridge.runtime.spec import ExportOutput, PredictOutput, RegressionOutput
+
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
+
+if TYPE_CHECKING:
+    from tf_keras.metrics import Metric as KerasMetric
 
 P = PredictionKeys
 
 
-class RegressionHead(RegressionHeadArgs, base.Head):
+class RegressionHead(RegressionHeadArgs, base_template.HeadTemplate):
     """Regression of ``label_dimension`` values per example with squared error
     (``tf.estimator.RegressionHead``).
 
@@ -41,12 +47,12 @@ class RegressionHead(RegressionHeadArgs, base.Head):
       ValueError: label_dimension < 1, an unknown loss_reduction, or a bad loss_fn.
     """
 
-    def _labels(self, logits: tf.Tensor, labels: Any) -> tf.Tensor:
+    def _labels(self, logits: tf.Tensor, labels: PyTree) -> tf.Tensor:
         labels = _checks.check_labels(labels, logits, self._logits_dimension)
         return tf.cast(labels, tf.float32)
 
     def _unweighted_loss_and_weights(
-        self, logits: tf.Tensor, labels: tf.Tensor, features: Any
+        self, logits: tf.Tensor, labels: tf.Tensor, features: PyTree
     ) -> tuple[tf.Tensor, tf.Tensor | float]:
         if self._loss_fn:
             loss = _checks.call_loss_fn(self._loss_fn, labels, logits, features, self._logits_dimension)
@@ -57,50 +63,17 @@ class RegressionHead(RegressionHeadArgs, base.Head):
         weights = _checks.weights_for(features, self._weight_column, logits, per_logit=True)
         return loss, weights
 
-    def loss(
-        self,
-        labels: tf.types.experimental.TensorLike,
-        logits: tf.types.experimental.TensorLike,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> tf.Tensor:
-        """The scalar training loss: weighted squared error (or ``loss_fn``) reduced by
-        ``loss_reduction`` (SUM_OVER_BATCH_SIZE divides by batch * label_dimension), plus
-        the regularization losses.
-
-        Args:
-          labels: numbers ``[D0, ..., DN, label_dimension]`` (or ``[D0, ..., DN]`` for 1).
-          logits: float ``[D0, ..., DN, label_dimension]``.
-          features: dict holding the weight column, if any.
-          mode: unused.
-          regularization_losses: list of scalar tensors, or None.
-
-        Raises:
-          ValueError: (eager) bad logits/labels/weights shapes; (graph) a bad logits/labels
-            rank or last dimension, static logits/labels shapes that differ, or weights
-            that do not broadcast (as TF 2.15).
-          tf.errors.InvalidArgumentError: (graph) a wrong shape that only TF 2.15 checked
-            when the graph ran (labels' other dimensions, weights, ``loss_fn``'s output).
-        """
-        del mode
-        with tf.name_scope("losses"):
-            logits = _checks.check_logits(logits, self._logits_dimension)
-            labels = self._labels(logits, labels)
-            unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-            loss = _checks.weighted_loss(unweighted, weights, self._loss_reduction)
-            return base.add_regularization(loss, regularization_losses)
-
-    def predictions(self, logits: Any) -> dict[str, tf.Tensor]:
+    def predictions(self, logits: TensorLike, keys: Sequence[str] | None = None) -> dict[str, tf.Tensor]:
         """``predictions`` (``inverse_link_fn(logits)`` or the logits) ``[.., label_dimension]``,
-        and ``logits`` when there is an inverse_link_fn."""
+        and ``logits`` when there is an inverse_link_fn. TF's RegressionHead takes no
+        ``keys``; accepted here (the head interface's) and ignored."""
         logits = _checks.check_logits(logits, self._logits_dimension)
         with tf.name_scope("predictions"):
             if self._inverse_link_fn:
                 return {P.PREDICTIONS: self._inverse_link_fn(logits), P.LOGITS: logits}
             return {P.PREDICTIONS: logits}
 
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[tf.Tensor] | None = None) -> dict[str, KerasMetric]:
         """Fresh tf_keras metrics: ``average_loss``, ``prediction/mean``, ``label/mean``
         and, with regularization losses, ``regularization_loss`` (each ``/name``-suffixed)."""
         m, k, key = base.keras_metrics(), MetricKeys, self._summary_key
@@ -113,59 +86,28 @@ class RegressionHead(RegressionHeadArgs, base.Head):
             out[key(k.LOSS_REGULARIZATION)] = m.Mean(name=k.LOSS_REGULARIZATION)
         return out
 
-    def update_metrics(
+    def _update_head_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
-        """Update ``metrics()``'s dict with one batch (weighted by the weight column)."""
+        eval_metrics: dict[str, KerasMetric],
+        logits: tf.Tensor,
+        labels: tf.Tensor,
+        weights: tf.Tensor | float,
+    ) -> None:
         k, key = MetricKeys, self._summary_key
-        predicted = self.predictions(logits)[P.PREDICTIONS]
-        logits = _checks.check_logits(logits, self._logits_dimension)
-        labels = self._labels(logits, labels)
-        unweighted, weights = self._unweighted_loss_and_weights(logits, labels, features)
-        eval_metrics[key(k.LOSS_MEAN)].update_state(values=unweighted, sample_weight=weights)
         eval_metrics[key(k.LABEL_MEAN)].update_state(values=labels, sample_weight=weights)
-        base.update_mean(eval_metrics[key(k.PREDICTION_MEAN)], predicted, weights)
-        total = base.regularization_total(regularization_losses)
-        if total is not None:
-            eval_metrics[key(k.LOSS_REGULARIZATION)].update_state(values=total)
-        return eval_metrics
+        base.update_mean(
+            eval_metrics[key(k.PREDICTION_MEAN)], self.predictions(logits)[P.PREDICTIONS], weights
+        )
 
-    def _create_tpu_estimator_spec(
-        self,
-        features: Any,
-        mode: str,
-        logits: tf.types.experimental.TensorLike,
-        labels: tf.types.experimental.TensorLike | None = None,
-        optimizer: Any = None,
-        trainable_variables: Sequence[Any] | None = None,
-        train_op_fn: Callable[[tf.Tensor], Any] | None = None,
-        update_ops: Sequence[Any] | None = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> TPUEstimatorSpec:
-        """The spec for ``mode``; PREDICT exports ``serving_default`` and ``regression``
-        (RegressionOutput of ``predictions``) and ``predict``."""
-        with tf.name_scope(self._name or "head"):
-            predictions = self.predictions(logits)
-            if mode == ModeKeys.PREDICT:
-                regress = RegressionOutput(value=predictions[P.PREDICTIONS])
-                return TPUEstimatorSpec(
-                    mode=ModeKeys.PREDICT,
-                    predictions=predictions,
-                    export_outputs={
-                        DEFAULT_SERVING_KEY: regress,
-                        REGRESS_SERVING_KEY: regress,
-                        PREDICT_SERVING_KEY: PredictOutput(predictions),
-                    },
-                )
-            return base.train_or_eval_spec(
-                self, features, mode, logits, labels, predictions, optimizer, trainable_variables,
-                train_op_fn, update_ops, regularization_losses,
-            )  # fmt: skip
+    def _export_outputs(self, predictions: dict[str, tf.Tensor]) -> dict[str, ExportOutput]:
+        """``serving_default`` and ``regression`` (RegressionOutput of ``predictions``) and
+        ``predict``."""
+        regress = RegressionOutput(value=predictions[P.PREDICTIONS])
+        return {
+            DEFAULT_SERVING_KEY: regress,
+            REGRESS_SERVING_KEY: regress,
+            PREDICT_SERVING_KEY: PredictOutput(predictions),
+        }
 
 
 class PoissonRegressionHead(PoissonRegressionHeadArgs, RegressionHead):

@@ -7,7 +7,6 @@ mixed-precision managers). They build graph ops: call them inside model_fn.
 from __future__ import annotations
 
 import abc
-from typing import Any
 
 import tensorflow as tf
 
@@ -19,11 +18,11 @@ class LossScaleManager(abc.ABC):
     ``update_loss_scale(finite_grads)`` (an op updating it from a bool scalar tensor)."""
 
     @abc.abstractmethod
-    def get_loss_scale(self) -> Any:
+    def get_loss_scale(self) -> tf.Tensor | tf.Variable:
         """The current loss scale, a float32 scalar tensor."""
 
     @abc.abstractmethod
-    def update_loss_scale(self, finite_grads: Any) -> Any:
+    def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
         """An op that updates the scale after a step whose gradients were all finite
         (``finite_grads`` True) or not."""
 
@@ -43,10 +42,10 @@ class FixedLossScaleManager(LossScaleManager):
             raise ValueError(f"FixedLossScaleManager: loss_scale must be >= 1, got {loss_scale}.")
         self._loss_scale = tf.convert_to_tensor(loss_scale, dtype=tf.float32)
 
-    def get_loss_scale(self) -> Any:
+    def get_loss_scale(self) -> tf.Tensor | tf.Variable:
         return self._loss_scale
 
-    def update_loss_scale(self, finite_grads: Any) -> Any:
+    def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
         """A no-op: the scale never changes."""
         return tf.no_op()
 
@@ -93,14 +92,14 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
         self._num_good_steps = tf.compat.v1.Variable(0, name="good_steps", dtype=tf.int32, trainable=False)
         self._num_bad_steps = tf.compat.v1.Variable(0, name="bad_steps", dtype=tf.int32, trainable=False)
 
-    def get_loss_scale(self) -> Any:
+    def get_loss_scale(self) -> tf.Tensor | tf.Variable:
         return self._loss_scale
 
-    def _reset_counts(self) -> Any:
+    def _reset_counts(self) -> tf.Operation:
         return tf.group(self._num_good_steps.assign(0), self._num_bad_steps.assign(0))
 
-    def _on_finite(self) -> Any:
-        def grow() -> Any:
+    def _on_finite(self) -> tf.Operation:
+        def grow() -> tf.Operation:
             limit = _FLOAT32_MAX / self._incr_ratio
             new_scale = tf.cond(
                 self._loss_scale < limit,
@@ -109,22 +108,22 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
             )
             return tf.group(self._loss_scale.assign(new_scale), self._reset_counts())
 
-        def count() -> Any:
+        def count() -> tf.Operation:
             return tf.group(self._num_good_steps.assign_add(1))
 
         return tf.cond(self._num_good_steps + 1 >= self._incr_every_n_steps, grow, count)
 
-    def _on_overflow(self) -> Any:
-        def shrink() -> Any:
+    def _on_overflow(self) -> tf.Operation:
+        def shrink() -> tf.Operation:
             new_scale = tf.maximum(1.0, self._loss_scale * self._decr_ratio)
             return tf.group(self._loss_scale.assign(new_scale), self._reset_counts())
 
-        def count() -> Any:
+        def count() -> tf.Operation:
             return tf.group(self._num_bad_steps.assign_add(1), self._num_good_steps.assign(0))
 
         return tf.cond(self._num_bad_steps + 1 >= self._decr_every_n_nan_or_inf, shrink, count)
 
-    def update_loss_scale(self, finite_grads: Any) -> Any:
+    def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
         """The op applying the rule above for one step."""
         return tf.cond(finite_grads, self._on_finite, self._on_overflow)
 
