@@ -405,11 +405,15 @@ class RunConfig:
 
     @property
     def task_type(self) -> str:
-        """``'chief'`` on process 0, ``'worker'`` on the others, ``'evaluator'`` on
-        TF_CONFIG's evaluator task."""
+        """``'chief'`` on process 0 (``'master'`` when TF_CONFIG's cluster has a
+        ``master`` job, as in tf.estimator), ``'worker'`` on the others, ``'evaluator'``
+        on TF_CONFIG's evaluator task."""
+        from jaxspec.cluster import tf_config_chief_type
+
         if self._evaluator_index() is not None:
             return "evaluator"
-        return "chief" if self.is_chief else "worker"
+        chief = tf_config_chief_type() if self._cluster is None else "chief"
+        return chief if self.is_chief else "worker"
 
     @property
     def task_id(self) -> int:
