@@ -78,17 +78,15 @@ def _jax_detectors() -> list[Any]:
 def _from_jax_detector() -> Launch | None:
     for env in _jax_detectors():
         try:
-            if not env.is_env_present():
-                continue
-            return Launch(env.name, int(env.get_process_count()), int(env.get_process_id()))
-        except Exception as error:  # a detector that fires but cannot say: run alone, loudly
+            if env.is_env_present():
+                return Launch(env.name, int(env.get_process_count()), int(env.get_process_id()))
+        except Exception as error:  # a detector that fires but cannot say: the next one is asked
             _log.warning(
-                "The %s launcher's variables are set but JAX could not read the job from them (%s); "
-                "this process runs alone.",
+                "%s: its variables are set but JAX could not read the job from them (%s); "
+                "looking further (JAX_* variables), else this process runs alone.",
                 _LABELS.get(env.name, (env.name,))[0],
                 error,
             )
-            return None
     return None
 
 

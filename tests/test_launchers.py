@@ -305,3 +305,19 @@ def test_mpirun_one_process_runs_alone(tmp_path: Any) -> None:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "False 1 rank 0 (process 0 of 1)"
+
+
+def test_failing_detector_falls_through(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    """A launcher detector that fires but cannot read its job (a Kubernetes pod without
+    the rights to read it) is skipped with a WARNING; the JAX_* variables still count."""
+    from jax._src.clusters import SlurmCluster
+
+    def broken(cls: Any) -> int:
+        raise RuntimeError("no access")
+
+    monkeypatch.setattr(SlurmCluster, "get_process_count", classmethod(broken))
+    _set(monkeypatch, {**SLURM, **JAX_VARS})
+    with caplog.at_level(logging.WARNING, logger="jaxspec"):
+        launch = detect_launch()
+    assert (launch.method, launch.num_processes, launch.process_id) == ("jax_env", 3, 2)
+    assert any("Slurm (srun): its variables are set" in m and "no access" in m for m in caplog.messages)
