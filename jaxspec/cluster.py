@@ -154,6 +154,7 @@ class Cluster:
         self.local_device_ids = local_device_ids
         self.launch: Launch | None = None  # set when a launcher described the cluster
         self.roles: list[str] | None = None  # each process's name (TF_CONFIG's tasks)
+        self.source = "RunConfig.cluster"  # where the cluster was found, for the INFO line
 
     @classmethod
     def from_tf_config(cls, tf_config: str | dict[str, Any] | None = None) -> Cluster | None:
@@ -180,13 +181,14 @@ class Cluster:
         process_id = index if kind == CHIEF else len(chiefs) + index
         made = cls((chiefs + workers)[0], len(chiefs) + len(workers), process_id)
         made.roles = [f"{head} 0"] * len(chiefs) + [f"worker {i}" for i in range(len(workers))]
+        made.source = "TF_CONFIG"
         return made
 
     @classmethod
     def from_launch(cls, launch: Launch) -> Cluster:
         """The Cluster a launcher describes (``jaxspec.launchers.detect_launch``)."""
         made = cls(launch.coordinator_address, launch.num_processes, launch.process_id)
-        made.launch = launch
+        made.launch, made.source = launch, launch.launcher
         made.roles = [f"{launch.task_word} {i}" for i in range(launch.num_processes)]
         return made
 
@@ -232,7 +234,7 @@ class Cluster:
             if "before any JAX calls" not in str(error):
                 raise
             raise RuntimeError(
-                f"jaxspec: {_source(self)} describes {self.num_processes} processes, but JAX was used "
+                f"jaxspec: {self.source} describes {self.num_processes} processes, but JAX was used "
                 "in this process before they could join (jax.distributed.initialize must come first). "
                 "Call jaxspec.cluster.maybe_initialize(None) before any other JAX call, or pass "
                 "RunConfig(cluster=jaxspec.cluster.Cluster(num_processes=1)) to run alone."
@@ -241,17 +243,11 @@ class Cluster:
         _this_process = jax.process_index()
         _log.info(
             "Joined the cluster of %s as %s: %d local devices, %d in all.",
-            _source(self),
+            self.source,
             describe_process(),
             jax.local_device_count(),
             jax.device_count(),
         )
-
-
-def _source(cluster: Cluster) -> str:
-    if cluster.launch is not None:
-        return cluster.launch.launcher
-    return "TF_CONFIG" if cluster.roles is not None else "RunConfig.cluster"
 
 
 def describe_process(process_id: int | None = None) -> str:
@@ -284,7 +280,10 @@ def find_cluster(cluster: Any = None) -> Cluster | None:
     if isinstance(cluster, Cluster):
         return cluster
     if cluster is not None:
-        return Cluster.from_tf_config(tf_config_from_resolver(cluster))
+        found = Cluster.from_tf_config(tf_config_from_resolver(cluster))
+        if found is not None:
+            found.source = f"the ClusterResolver {type(cluster).__name__}"
+        return found
     if task_from_tf_config() is not None:
         return Cluster.from_tf_config()
     launch = detect_launch()

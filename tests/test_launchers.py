@@ -214,6 +214,7 @@ def test_cluster_resolver(joins: list) -> None:
     for given in (resolver, _Resolver("worker", 1)):
         found = find_cluster(given)
         assert (found.coordinator_address, found.num_processes, found.process_id) == ("c:7", 3, 2)
+        assert found.source == f"the ClusterResolver {type(given).__name__}"  # named in the INFO line
     maybe_initialize(_Resolver("worker", 0), heartbeat_timeout_secs=12)
     assert joins[0]["process_id"] == 1 and joins[0]["heartbeat_timeout_seconds"] == 12
     evaluator = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="evaluator", task_id=0)

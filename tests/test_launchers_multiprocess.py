@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import launcher_worker
+from tests import launcher_worker, slurm_cluster
 from tests import multiprocess_worker as worker
 from tests.two_processes import free_port
 
@@ -94,6 +94,26 @@ def test_mpirun_two_processes(tmp_path: Any, reference: dict[str, np.ndarray]) -
     mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2"]
     log = _wait([_start(env, [*mpi, sys.executable, SCRIPT, str(tmp_path / "model"), str(tmp_path)])])
     _check(str(tmp_path), log, reference, "Open MPI (mpirun)", "rank")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: Any) -> Any:
+    """A real one-node Slurm (tests/slurm_cluster.py), stopped after the module."""
+    why = slurm_cluster.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    cluster = slurm_cluster.SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def test_srun_two_processes(tmp_path: Any, reference: dict[str, np.ndarray], slurm: Any) -> None:
+    """A real ``srun -n 2`` on a one-node Slurm started here (skipped without slurm-wlm,
+    munge or root); JAX_COORDINATOR_PORT picks a free port instead of the job id's."""
+    env = dict(_base_env(), SLURM_CONF=slurm.env["SLURM_CONF"], JAX_COORDINATOR_PORT=str(free_port()))
+    cmd = ["srun", "-n", "2", "--overcommit", sys.executable, SCRIPT, str(tmp_path / "model"), str(tmp_path)]
+    _check(str(tmp_path), _wait([_start(env, cmd)]), reference, "Slurm (srun)", "task")
 
 
 def test_slurm_variables_two_processes(tmp_path: Any, reference: dict[str, np.ndarray]) -> None:
