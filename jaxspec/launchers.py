@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import warnings
 from typing import Any
 
 _log = logging.getLogger("jaxspec")
@@ -76,17 +77,27 @@ def _jax_detectors() -> list[Any]:
 
 
 def _from_jax_detector() -> Launch | None:
-    for env in _jax_detectors():
-        try:
-            if env.is_env_present():
-                return Launch(env.name, int(env.get_process_count()), int(env.get_process_id()))
-        except Exception as error:  # a detector that fires but cannot say: the next one is asked
-            _log.warning(
-                "%s: its variables are set but JAX could not read the job from them (%s); "
-                "looking further (JAX_* variables), else this process runs alone.",
-                _LABELS.get(env.name, (env.name,))[0],
-                error,
-            )
+    with warnings.catch_warnings(record=True) as said:  # JAX's hints: see below
+        warnings.simplefilter("always")
+        for env in _jax_detectors():
+            try:
+                if env.is_env_present():
+                    return Launch(env.name, int(env.get_process_count()), int(env.get_process_id()))
+            except Exception as error:  # a detector that fires but cannot say: the next one is asked
+                _log.warning(
+                    "%s: its variables are set but JAX could not read the job from them (%s); "
+                    "looking further (JAX_* variables), else this process runs alone.",
+                    _LABELS.get(env.name, (env.name,))[0],
+                    error,
+                )
+    # Every Kubernetes pod has KUBERNETES_SERVICE_HOST, and JAX warns there when its
+    # Kubernetes extra is missing; that matters only in an indexed Job's pod.
+    if said and "JOB_COMPLETION_INDEX" in os.environ and _from_jax_variables() is None:
+        _log.warning(
+            "This pod belongs to an indexed Kubernetes Job, but JAX cannot read the Job without "
+            "the kubernetes package (pip install 'jax[k8s]'), and no JAX_* variables are set: "
+            "this process runs alone."
+        )
     return None
 
 

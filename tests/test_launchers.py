@@ -5,12 +5,14 @@ where a test checks what would be joined: this process's JAX is already running.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 import jax
@@ -322,3 +324,24 @@ def test_failing_detector_falls_through(monkeypatch: pytest.MonkeyPatch, caplog:
         launch = detect_launch()
     assert (launch.method, launch.num_processes, launch.process_id) == ("jax_env", 3, 2)
     assert any("Slurm (srun): its variables are set" in m and "no access" in m for m in caplog.messages)
+
+
+def test_kubernetes_pod_without_the_kubernetes_package(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    """Every pod has KUBERNETES_SERVICE_HOST: a plain pod runs alone without JAX's warning
+    about its Kubernetes extra; an indexed Job's pod that cannot be read says so."""
+    pytest.importorskip("jax._src.clusters.k8s_cluster")
+    if importlib.util.find_spec("kubernetes") is not None:
+        pytest.skip("the kubernetes package is installed: JAX would ask the API server")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # JAX's UserWarning would raise here
+        with caplog.at_level(logging.WARNING, logger="jaxspec"):
+            assert detect_launch() is None
+        assert caplog.messages == []
+        monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
+        with caplog.at_level(logging.WARNING, logger="jaxspec"):
+            assert detect_launch() is None
+    assert len(caplog.messages) == 1 and "pip install 'jax[k8s]'" in caplog.messages[0]
+    _set(monkeypatch, JAX_VARS)  # the JAX_* variables of a JobSet's pod: no warning, they count
+    caplog.clear()
+    assert detect_launch().method == "jax_env" and caplog.messages == []
