@@ -1,5 +1,5 @@
-"""One process of the launcher tests: started by ``mpirun``, by the variables ``srun``
-sets, or by the ``JAX_*`` variables, never by TF_CONFIG (4 CPU devices each).
+"""One process of the launcher tests: started by ``mpirun``, ``srun``, the variables ``srun``
+sets, the ``JAX_*`` variables or a TFJob's TF_CONFIG (4 CPU devices each).
 
 Usage: python tests/launcher_worker.py MODEL_DIR OUT_DIR. Trains the test MLP of
 tests/multiprocess_worker.py with TPUEstimator(use_tpu=True) (this process feeds its half

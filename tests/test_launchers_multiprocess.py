@@ -69,16 +69,19 @@ def reference(tmp_path_factory: Any) -> dict[str, np.ndarray]:
 
 
 def _check(out_dir: str, log: str, reference: dict[str, np.ndarray], launcher: str, role: str) -> None:
+    """Both processes saw 2 processes and 8 devices, named themselves ``role`` i (or the
+    two names ``role`` lists, comma-separated) and ended with the reference's variables."""
+    roles = role.split(", ") if ", " in role else [f"{role} 0", f"{role} 1"]
     results = _results(out_dir)
     assert [r["process"] for r in results] == [0, 1]
     for r in results:
         assert (r["processes"], r["devices"], r["local_devices"]) == (2, 8, 4)
-        assert r["described"] == f"{role} {r['process']} (process {r['process']} of 2)"
+        assert r["described"] == f"{roles[r['process']]} (process {r['process']} of 2)"
         for name, value in reference.items():
             np.testing.assert_allclose(r["params"][name], value, atol=1e-5, err_msg=name)
     for i in (0, 1):  # one INFO line per process names the launcher, the process, the devices
         line = (
-            f"Joined the cluster of {launcher} as {role} {i} (process {i} of 2): 4 local devices, 8 in all."
+            f"Joined the cluster of {launcher} as {roles[i]} (process {i} of 2): 4 local devices, 8 in all."
         )
         assert log.count(line) == 1, log[-4000:]
 
@@ -143,3 +146,15 @@ def test_jax_variables_two_processes(tmp_path: Any, reference: dict[str, np.ndar
     cmd = [sys.executable, SCRIPT, str(tmp_path / "model"), str(tmp_path)]
     procs = [_start(dict(common, JAX_PROCESS_ID=str(i)), cmd) for i in (0, 1)]
     _check(str(tmp_path), _wait(procs), reference, "the JAX_* variables", "JAX_PROCESS_ID")
+
+
+def test_tfjob_master_and_worker(tmp_path: Any, reference: dict[str, np.ndarray]) -> None:
+    """TF_CONFIG as a Kubeflow TFJob writes it (``master`` + ``worker``, environment
+    ``cloud``): the master is process 0 (it used to raise ValueError)."""
+    cluster = {"master": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
+    cmd = [sys.executable, SCRIPT, str(tmp_path / "model"), str(tmp_path)]
+    procs = []
+    for kind in ("master", "worker"):
+        tf_config = {"cluster": cluster, "task": {"type": kind, "index": 0}, "environment": "cloud"}
+        procs.append(_start(dict(_base_env(), TF_CONFIG=json.dumps(tf_config)), cmd))
+    _check(str(tmp_path), _wait(procs), reference, "TF_CONFIG", "master 0, worker 0")
