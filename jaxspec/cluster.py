@@ -93,6 +93,15 @@ def tf_config_chief_type(tf_config: str | dict[str, Any] | None = None) -> str:
     return MASTER if MASTER in (_parse(tf_config).get("cluster") or {}) else CHIEF
 
 
+def chief_task_type(cluster: Any) -> str:
+    """The chief's task type for RunConfig's ``cluster`` field: ``'master'`` when
+    TF_CONFIG (``cluster`` None) or a ClusterResolver has a ``master`` job; else
+    ``'chief'`` (always for a Cluster or a dict)."""
+    if isinstance(cluster, (Cluster, dict)):
+        return CHIEF
+    return tf_config_chief_type(None if cluster is None else tf_config_from_resolver(cluster))
+
+
 def _job_addresses(job: Any) -> list[str]:
     """A job's addresses in index order: a list, or a dict index -> address (sparse)."""
     if isinstance(job, dict):

@@ -405,15 +405,14 @@ class RunConfig:
 
     @property
     def task_type(self) -> str:
-        """``'chief'`` on process 0 (``'master'`` when TF_CONFIG's cluster has a
-        ``master`` job, as in tf.estimator), ``'worker'`` on the others, ``'evaluator'``
+        """``'chief'`` on process 0 (``'master'`` when TF_CONFIG's cluster, or a
+        ClusterResolver's, has a ``master`` job, as in tf.estimator), ``'worker'`` on the others, ``'evaluator'``
         on TF_CONFIG's evaluator task."""
-        from jaxspec.cluster import tf_config_chief_type
+        from jaxspec.cluster import chief_task_type
 
         if self._evaluator_index() is not None:
             return "evaluator"
-        chief = tf_config_chief_type() if self._cluster is None else "chief"
-        return chief if self.is_chief else "worker"
+        return chief_task_type(self._cluster) if self.is_chief else "worker"
 
     @property
     def task_id(self) -> int:

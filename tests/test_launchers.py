@@ -221,6 +221,9 @@ def test_cluster_resolver(joins: list) -> None:
     assert joins[0]["process_id"] == 1 and joins[0]["heartbeat_timeout_seconds"] == 12
     evaluator = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="evaluator", task_id=0)
     assert find_cluster(evaluator) is None and jaxspec.RunConfig(cluster=evaluator).task_type == "evaluator"
+    tfjob = tf.train.ClusterSpec(TFJOB)
+    master = tf.distribute.cluster_resolver.SimpleClusterResolver(tfjob, task_type="master", task_id=0)
+    assert (find_cluster(master).process_id, jaxspec.RunConfig(cluster=master).task_type) == (0, "master")
     with pytest.raises(TypeError, match="RunConfig.cluster must be .*got object"):
         find_cluster(object())
 
