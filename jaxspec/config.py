@@ -405,11 +405,14 @@ class RunConfig:
 
     @property
     def task_type(self) -> str:
-        """``'chief'`` on process 0, ``'worker'`` on the others, ``'evaluator'`` on
-        TF_CONFIG's evaluator task."""
+        """``'chief'`` on process 0 (``'master'`` when TF_CONFIG's cluster, or a
+        ClusterResolver's, has a ``master`` job, as in tf.estimator), ``'worker'`` on the others, ``'evaluator'``
+        on TF_CONFIG's evaluator task."""
+        from jaxspec.cluster import chief_task_type
+
         if self._evaluator_index() is not None:
             return "evaluator"
-        return "chief" if self.is_chief else "worker"
+        return chief_task_type(self._cluster) if self.is_chief else "worker"
 
     @property
     def task_id(self) -> int:
