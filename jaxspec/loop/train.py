@@ -126,7 +126,8 @@ def _run_train(
     console.set_total(None if last_step is None else last_step - lifecycle.global_step)
     try:
         phase.prefetch(None if last_step is None else last_step - lifecycle.global_step)
-        with PreemptionWatcher(lambda: lifecycle.global_step) as preemption:
+        signals = plan.config.preemption_signals
+        with PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption:
             _loops(phase, runner, own, last_step, preemption)
             runner.end()
         losses = own.progress.losses
@@ -136,7 +137,7 @@ def _run_train(
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     lifecycle.finish()  # the next call starts from memory if this is still on disk
-    preemption.exit_if_triggered(lifecycle.global_step)  # SystemExit(143) after a SIGTERM
+    preemption.exit_if_triggered(lifecycle.global_step)  # SystemExit(143) after a preemption signal
 
 
 def _loops(
