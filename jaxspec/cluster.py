@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -111,9 +112,11 @@ class Cluster:
         process_id = index if kind == CHIEF else len(cluster.get(CHIEF, [])) + index
         return cls(addresses[0], len(addresses), process_id)
 
-    def initialize(self) -> None:
+    def initialize(self, heartbeat_timeout_secs: float = 100) -> None:
         """Call ``jax.distributed.initialize`` once (later calls do nothing). On CPU the
-        collectives use gloo. Must run before any other JAX work in the process."""
+        collectives use gloo. Must run before any other JAX work in the process.
+        ``heartbeat_timeout_secs`` (``RunConfig``'s; rounded up to whole seconds): how long
+        a silent process may go before the coordination service calls it dead."""
         global _initialized
         if _initialized:
             return
@@ -123,20 +126,22 @@ class Cluster:
             self.num_processes,
             self.process_id,
             local_device_ids=self.local_device_ids,
+            heartbeat_timeout_seconds=math.ceil(heartbeat_timeout_secs),
         )
         _initialized = True
         _log.info("Joined the cluster as process %d of %d.", jax.process_index(), jax.process_count())
 
 
-def maybe_initialize(cluster: Any) -> None:
+def maybe_initialize(cluster: Any, heartbeat_timeout_secs: float = 100) -> None:
     """Join the cluster given to RunConfig (a Cluster, or a dict of its arguments), or the
-    one TF_CONFIG describes; nothing for a single process."""
+    one TF_CONFIG describes; nothing for a single process. ``heartbeat_timeout_secs``: as
+    ``Cluster.initialize``."""
     if isinstance(cluster, dict):
         cluster = Cluster(**cluster)
     if not isinstance(cluster, Cluster):
         cluster = Cluster.from_tf_config()
     if cluster is not None:
-        cluster.initialize()
+        cluster.initialize(heartbeat_timeout_secs)
 
 
 def run_config_task(cluster: Any) -> tuple[str, int] | None:

@@ -493,7 +493,9 @@ class Estimator:
     # -- what subclasses change --------------------------------------------------------
     def _checkpoint_store(self) -> CheckpointStore:
         if self._store is None:
-            maybe_initialize(self._config.cluster)  # Orbax asks JAX for the process index
+            maybe_initialize(
+                self._config.cluster, self._config.heartbeat_timeout_secs
+            )  # Orbax asks JAX for the process index
             c = self._config
             with quiet_libraries():  # Orbax logs through absl, whose first record configures the root
                 self._store = CheckpointStore(

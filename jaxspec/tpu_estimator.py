@@ -173,7 +173,9 @@ class TPUEstimator(Estimator):
         if not self._use_tpu:
             return None
         if self._mesh_cache is None:
-            maybe_initialize(self._config.cluster)  # several processes: join before the mesh
+            maybe_initialize(
+                self._config.cluster, self._config.heartbeat_timeout_secs
+            )  # several processes: join before the mesh
             tpu_config = self._config.tpu_config
             self._mesh_cache = make_replica_mesh(
                 tpu_config.num_shards, tpu_config.num_cores_per_replica, tpu_config.replica_axis_name

@@ -24,6 +24,7 @@ from jaxspec.loop.donated_state import KeepAhead, state_free_after, state_read_a
 from jaxspec.loop.empty_input import train_without_data
 from jaxspec.loop.grouping import Chunk, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
+from jaxspec.loop.peer_watch import PeerWatch
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
@@ -31,7 +32,7 @@ from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.replica_check import ReplicaCheck
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import stop_step
-from jaxspec.store import summaries
+from jaxspec.store import paths, summaries
 
 _log = logging.getLogger("jaxspec")
 
@@ -127,7 +128,11 @@ def _run_train(
     try:
         phase.prefetch(None if last_step is None else last_step - lifecycle.global_step)
         signals = plan.config.preemption_signals
-        with PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption:
+        newest = lambda: _newest_checkpoint(phase)  # noqa: E731
+        with (
+            PeerWatch(plan.config.heartbeat_timeout_secs, newest),
+            PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption,
+        ):
             _loops(phase, runner, own, last_step, preemption)
             runner.end()
         losses = own.progress.losses
@@ -138,6 +143,17 @@ def _run_train(
         summaries.close_all()  # every event is on disk when train returns
     lifecycle.finish()  # the next call starts from memory if this is still on disk
     preemption.exit_if_triggered(lifecycle.global_step)  # SystemExit(143) after a preemption signal
+
+
+def _newest_checkpoint(phase: Phase) -> str | None:
+    """The path of the newest finished checkpoint in the model_dir, for the lost-peer
+    report: a listing only (Orbax gives a checkpoint its step's name once it is complete),
+    no integrity check, so the report is not delayed by reading a large checkpoint."""
+    try:
+        steps = [int(name) for name in paths.listdir(phase.store.directory) if name.isdigit()]
+    except OSError:
+        return None
+    return phase.store.path(max(steps)) if steps else None
 
 
 def _loops(
