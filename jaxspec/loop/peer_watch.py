@@ -58,7 +58,7 @@ def task_name(process_id: int) -> str:
     return f"{kind} {index} (process {process_id})"
 
 
-def _flush_and_exit(status: int) -> None:
+def flush_and_exit(status: int) -> None:
     """Flush every logging handler and the standard streams, then end the process at once
     (``os._exit``: the main thread may be blocked inside a collective that never returns)."""
     for logger in (_log, logging.getLogger()):
@@ -97,7 +97,7 @@ class PeerWatch:
         self,
         heartbeat_timeout_secs: float,
         newest_checkpoint: Callable[[], str | None],
-        exit: Callable[[int], None] = _flush_and_exit,
+        exit: Callable[[int], None] = flush_and_exit,
     ) -> None:
         self.heartbeat_timeout_secs = float(heartbeat_timeout_secs)
         self.period_secs = min(1.0, self.heartbeat_timeout_secs / 4)

@@ -18,7 +18,7 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.checkpoint import check_saving_listeners
 from jaxspec.hooks.estimator_hooks import EstimatorHooks, estimator_hooks
-from jaxspec.loop import console, data_position
+from jaxspec.loop import console, data_position, watchdog
 from jaxspec.loop.dispatch_bound import DispatchBound, dispatch_bounded
 from jaxspec.loop.donated_state import KeepAhead, state_free_after, state_read_at
 from jaxspec.loop.empty_input import train_without_data
@@ -30,6 +30,7 @@ from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.replica_check import ReplicaCheck
+from jaxspec.loop.watchdog import HangWatchdog
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import stop_step
 from jaxspec.store import paths, summaries
@@ -130,6 +131,7 @@ def _run_train(
         signals = plan.config.preemption_signals
         newest = lambda: _newest_checkpoint(phase)  # noqa: E731
         with (
+            HangWatchdog(plan.config.hang_timeout_secs, plan.config.exit_on_hang),
             PeerWatch(plan.config.heartbeat_timeout_secs, newest),
             PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption,
         ):
@@ -139,6 +141,7 @@ def _run_train(
         console.line("Loss for final step: %s.", losses[-1] if len(losses) else None)
     finally:
         phase.close()
+        watchdog.mark(watchdog.SAVE)
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     lifecycle.finish()  # the next call starts from memory if this is still on disk
@@ -249,6 +252,7 @@ def _account(
       NanLossDuringTrainingError: a step's loss is NaN (at that step's global step).
     """
     lifecycle = phase.lifecycle
+    watchdog.mark(watchdog.DEVICE if jax.process_count() == 1 else watchdog.COLLECTIVE)
     per_chunk = [to_host(c.out.losses) for c in chunks]  # [steps, replicas] each
     losses = np.concatenate([x[:, 0] if x.shape[1] == 1 else x.mean(axis=1) for x in per_chunk])
     first, n = chunks[0].first, len(losses)
@@ -257,6 +261,7 @@ def _account(
     if first != lifecycle.global_step:
         raise AssertionError(f"loop from step {first} accounted at step {lifecycle.global_step}")
     lifecycle.advance(chunks[-1].out, n, donated=state_taken)
+    watchdog.step_ended(lifecycle.global_step)
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
     logged = own.progress.after_loop(
@@ -356,6 +361,7 @@ def _grouped_loops(
         return bool(ahead_took) and ahead_took[-1] is current
 
     def account(current: InFlight) -> bool:
+        watchdog.mark(watchdog.DEVICE)
         bound.wait_through(current.first + current.steps)  # times its scans
         stop = _account(
             phase, runner, own, current.out, start, started_at, taken(current), iterations=current.steps
