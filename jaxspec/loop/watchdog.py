@@ -59,6 +59,8 @@ def _dump_stacks() -> None:
     """Every thread's Python stack to stderr (faulthandler needs a real file descriptor:
     the interpreter's own stderr when sys.stderr has none, as under pytest's capture)."""
     for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
         try:
             stream.flush()
             faulthandler.dump_traceback(file=stream, all_threads=True)
