@@ -83,6 +83,8 @@ class PeerWatch:
     ``EXIT_STATUS`` (75) within ``heartbeat_timeout_secs + SLACK_SECS`` seconds of the loss.
 
     A JAX addition (tf.estimator's workers wait for a lost peer's session to come back).
+    A ``jax.errors.JaxRuntimeError`` leaving the block (a collective may fail when a peer's
+    connection resets) waits up to that bound for the watch's verdict before it goes up.
 
     Args:
       heartbeat_timeout_secs: seconds (``RunConfig.heartbeat_timeout_secs``, given to
@@ -142,17 +144,19 @@ class PeerWatch:
             try:
                 client.key_value_set(f"{key}/{me}", "stop" if self._stop.is_set() else "go")
                 live = client.get_live_nodes(ids)
+                lost = [i for i in ids if i not in live]
+                # every process reads the same answers: all watches end in the same round
+                stopping = not lost and any(client.key_value_try_get(f"{key}/{i}") == "stop" for i in ids)
+                if round_ and not lost:  # every live process read the last round's answers
+                    client.key_value_delete(f"{prefix}/{round_ - 1}/{me}")
             except Exception as e:  # noqa: BLE001 - the service itself is gone (the chief)
                 self._lost([0], f"the coordination service does not answer ({type(e).__name__})")
                 return
-            lost = [i for i in ids if i not in live]
             if lost:
                 self._lost(lost, "it stopped answering the coordination service")
                 return
-            if any(client.key_value_try_get(f"{key}/{i}") == "stop" for i in ids):
-                return  # every process reads the same answers: all watches end in this round
-            if round_:  # every live process read the last round's answers before this one
-                client.key_value_delete(f"{prefix}/{round_ - 1}/{me}")
+            if stopping:
+                return
             self._stop.wait(self.period_secs)
 
     def _lost(self, lost: list[int], why: str) -> None:
