@@ -219,8 +219,10 @@ class RunConfig:
         dense peak of a known device kind (``jaxspec.loop_cost.PEAK_BF16_FLOPS``: TPU
         v4/v5e/v5p/v6e, A100, H100, H200), and no ``perf/mfu`` on CPU or other kinds.
       heartbeat_timeout_secs: (a JAX addition) seconds, > 0 (100, JAX's default): once a
-        process of a multi-process run has been silent this long, the others stop with
-        an ERROR naming it (``docs/cluster.md``, "What failures look like").
+        process of a multi-process run has been silent this long (sooner when its
+        connection closes), the others stop during ``train`` with an ERROR naming it and
+        exit with status 75, within this bound plus 5 s (``docs/cluster.md``, "What
+        failures look like").
       preemption_signals: (a JAX addition) tuple of signal numbers
         (``(signal.SIGTERM,)``): each one received during ``train`` saves a checkpoint at
         the next step that can be reached and exits with status 143, as a SIGTERM does

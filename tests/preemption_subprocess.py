@@ -1,6 +1,7 @@
 """A plain Estimator trained with grouped steps in its own process, for the SIGTERM test.
 
-Usage: python tests/preemption_subprocess.py MODEL_DIR MAX_STEPS
+Usage: python tests/preemption_subprocess.py MODEL_DIR MAX_STEPS [SIGNALS]
+(SIGNALS: RunConfig.preemption_signals by name, comma-separated, e.g. ``SIGUSR1,SIGTERM``.)
 Linear regression by SGD on batches that depend on their index (an iterator with
 get_state()/set_state(), so a resumed run reads on where the checkpoint stopped). Each
 step also sleeps ``STEP_SLEEP_SECS`` on the host through a callback (a stand-in for a
@@ -13,6 +14,7 @@ runs at most ``MAX_CAP`` steps. ``save_checkpoints_steps=1000``; a hook that opt
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -81,9 +83,10 @@ def model_fn(features, labels, mode, state):
     return jaxspec.EstimatorSpec(mode, loss=loss, train_op=new)
 
 
-def estimator(model_dir: str) -> jaxspec.Estimator:
+def estimator(model_dir: str, signals: tuple[int, ...] = (signal.SIGTERM,)) -> jaxspec.Estimator:
     config = jaxspec.RunConfig(
         model_dir=model_dir,
+        preemption_signals=signals,
         save_checkpoints_steps=1000,
         log_step_count_steps=None,
         save_summary_steps=None,
@@ -121,7 +124,8 @@ class PrintEvery250(jaxspec.SessionRunHook):
 if __name__ == "__main__":
     dispatch_bound.DISPATCH_SECS = DISPATCH_SECS
     model_dir, max_steps = sys.argv[1], int(sys.argv[2])
-    est = estimator(model_dir)
+    names = sys.argv[3].split(",") if len(sys.argv) > 3 else ["SIGTERM"]
+    est = estimator(model_dir, tuple(signal.Signals[name] for name in names))
     try:
         est.train(IndexedBatches, hooks=[PrintEvery250()], max_steps=max_steps)
     finally:

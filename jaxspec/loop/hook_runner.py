@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from jaxspec.engine.multihost import to_host
+from jaxspec.loop import watchdog
 from jaxspec.spec.hooks import (
     NEVER,
     SessionRunArgs,
@@ -162,6 +163,7 @@ class HookRunner:
         )
         self._args = []
         for h in self.hooks:
+            watchdog.mark(watchdog.HOOK, f"{type(h).__name__}.before_run")
             args = h.before_run(self._context)
             if args is not None and args.feed_dict:
                 raise ValueError(
@@ -191,6 +193,7 @@ class HookRunner:
         for (h, index), args in zip(self._entries, self._args, strict=True):
             extra = self._spec_values[index] if index is not None else None
             results = self.session.run(args.fetches, extra) if args is not None else None
+            watchdog.mark(watchdog.HOOK, f"{type(h).__name__}.after_run")
             h.after_run(self._context, SessionRunValues(results=results, options=None, run_metadata=None))
         return self._context.stop_requested
 
@@ -198,6 +201,7 @@ class HookRunner:
         """``end(session)`` on every hook; a hook's ``session.run`` sees its own values."""
         for h, index in self._entries:
             extra = self._spec_values[index] if index is not None else None
+            watchdog.mark(watchdog.HOOK, f"{type(h).__name__}.end")
             h.end(self.session.for_hook(extra))
 
 

@@ -15,6 +15,7 @@ from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_
 from jaxspec.engine.multihost import agree, agree_each
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import StepEngine
+from jaxspec.loop import watchdog
 from jaxspec.loop.compiled_loop import CompiledLoop
 from jaxspec.loop.data_position import DataPosition
 from jaxspec.loop.feeder import StepFeeder
@@ -198,6 +199,7 @@ class Phase:
         process whose input ended stops everyone), the maximum in EVAL and PREDICT
         (a process with fewer steps feeds fully masked ones), so collectives match.
         """
+        watchdog.mark(watchdog.INPUT)
         if self._prefetcher is None and self._prefetch_sizes is not None and self._steps_read is not None:
             self._start_prefetcher(self._steps_read, self._prefetch_sizes)
         if self._prefetcher is not None:
@@ -209,6 +211,8 @@ class Phase:
             self._steps_read = None if group is None else batches  # counted for the thread
         n_local = 0 if group is None else group.steps
         split_local = n_local - batches  # a split short batch's extra steps
+        if jax.process_count() > 1:
+            watchdog.mark(watchdog.COLLECTIVE)
         n, split = agree_each(
             [n_local, split_local], ["min" if self.mode == ModeKeys.TRAIN else "max", "max"]
         )

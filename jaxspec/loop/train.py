@@ -18,20 +18,22 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.checkpoint import check_saving_listeners
 from jaxspec.hooks.estimator_hooks import EstimatorHooks, estimator_hooks
-from jaxspec.loop import console, data_position
+from jaxspec.loop import console, data_position, watchdog
 from jaxspec.loop.dispatch_bound import DispatchBound, dispatch_bounded
 from jaxspec.loop.donated_state import KeepAhead, state_free_after, state_read_at
 from jaxspec.loop.empty_input import train_without_data
 from jaxspec.loop.grouping import Chunk, group_limit, groups_steps, split_sizes
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
+from jaxspec.loop.peer_watch import PeerWatch
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import NOT_AHEAD, InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.preemption import PreemptionWatcher
 from jaxspec.loop.replica_check import ReplicaCheck
+from jaxspec.loop.watchdog import HangWatchdog
 from jaxspec.spec.fn_types import Hooks, InputFn
 from jaxspec.spec.hooks import stop_step
-from jaxspec.store import summaries
+from jaxspec.store import paths, summaries
 
 _log = logging.getLogger("jaxspec")
 
@@ -126,17 +128,35 @@ def _run_train(
     console.set_total(None if last_step is None else last_step - lifecycle.global_step)
     try:
         phase.prefetch(None if last_step is None else last_step - lifecycle.global_step)
-        with PreemptionWatcher(lambda: lifecycle.global_step) as preemption:
+        signals = plan.config.preemption_signals
+        newest = lambda: _newest_checkpoint(phase)  # noqa: E731
+        with (
+            HangWatchdog(plan.config.hang_timeout_secs, plan.config.exit_on_hang),
+            PeerWatch(plan.config.heartbeat_timeout_secs, newest),
+            PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption,
+        ):
             _loops(phase, runner, own, last_step, preemption)
             runner.end()
         losses = own.progress.losses
         console.line("Loss for final step: %s.", losses[-1] if len(losses) else None)
     finally:
         phase.close()
+        watchdog.mark(watchdog.SAVE)
         phase.store.wait()
         summaries.close_all()  # every event is on disk when train returns
     lifecycle.finish()  # the next call starts from memory if this is still on disk
-    preemption.exit_if_triggered(lifecycle.global_step)  # SystemExit(143) after a SIGTERM
+    preemption.exit_if_triggered(lifecycle.global_step)  # SystemExit(143) after a preemption signal
+
+
+def _newest_checkpoint(phase: Phase) -> str | None:
+    """The path of the newest finished checkpoint in the model_dir, for the lost-peer
+    report: a listing only (Orbax gives a checkpoint its step's name once it is complete),
+    no integrity check, so the report is not delayed by reading a large checkpoint."""
+    try:
+        steps = [int(name) for name in paths.listdir(phase.store.directory) if name.isdigit()]
+    except OSError:
+        return None
+    return phase.store.path(max(steps)) if steps else None
 
 
 def _loops(
@@ -226,6 +246,7 @@ def _account(
       NanLossDuringTrainingError: a step's loss is NaN (at that step's global step).
     """
     lifecycle = phase.lifecycle
+    watchdog.mark(watchdog.DEVICE if jax.process_count() == 1 else watchdog.COLLECTIVE)
     per_chunk = [to_host(c.out.losses) for c in chunks]  # [steps, replicas] each
     losses = np.concatenate([x[:, 0] if x.shape[1] == 1 else x.mean(axis=1) for x in per_chunk])
     first, n = chunks[0].first, len(losses)
@@ -234,6 +255,7 @@ def _account(
     if first != lifecycle.global_step:
         raise AssertionError(f"loop from step {first} accounted at step {lifecycle.global_step}")
     lifecycle.advance(chunks[-1].out, n, donated=state_taken)
+    watchdog.step_ended(lifecycle.global_step)
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
     logged = own.progress.after_loop(
@@ -327,6 +349,7 @@ def _grouped_loops(
         return InFlight(first, steps, chunks, took_previous=before_run is None)  # ahead: it took loop k's
 
     def account(current: InFlight, state_taken: bool) -> bool:
+        watchdog.mark(watchdog.DEVICE)
         bound.wait_through(current.first + current.steps)  # times its scans
         stop = _account(
             phase, runner, own, current.out, start, started_at, state_taken, iterations=current.steps

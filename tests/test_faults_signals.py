@@ -1,0 +1,76 @@
+"""RunConfig(preemption_signals=...): a listed signal (Slurm's SIGUSR1) preempts as SIGTERM
+does (checkpoint at the next step that can be reached, exit 143, resume equals an
+uninterrupted run); a signal not listed keeps its default action."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from tests import preemption_subprocess as job
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "preemption_subprocess.py")
+
+
+def _start_and_signal(model_dir: str, signum: int, *signals: str) -> tuple[subprocess.Popen, str, float]:
+    """Train to 3000 steps listing ``signals``; send ``signum`` once step 250 is reported.
+    Returns the process (ended), its output and the seconds from the signal to its exit."""
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, model_dir, "3000", *([",".join(signals)] if signals else [])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("at step 250"):
+            break
+    time.sleep(0.1)
+    proc.send_signal(signum)
+    signalled = time.perf_counter()
+    out, _ = proc.communicate(timeout=120)
+    return proc, "".join(lines) + out, time.perf_counter() - signalled
+
+
+def test_sigusr1_listed_saves_exits_143_and_the_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    model_dir = str(tmp_path / "run")
+    proc, text, waited = _start_and_signal(model_dir, signal.SIGUSR1, "SIGUSR1", "SIGTERM")
+    print(f"SIGUSR1 to exit: {waited:.2f} s")
+    assert proc.returncode == 143, text
+    assert "SIGUSR1 received: stopping at the next step" in text
+    stopped = int(re.search(r"Training stopped by SIGUSR1 at global step (\d+)", text).group(1))
+    after = int(re.search(r"Steps run after the signal: (\d+)", text).group(1))
+    assert 250 <= stopped < 500 and after <= 2 * job.MAX_CAP, text
+    assert "finished" not in text
+    assert waited < 60, text  # generous: the interpreter's own exit dominates
+
+    est = job.estimator(model_dir)
+    assert est.latest_checkpoint().endswith(f"/{stopped}")
+    saved, job.dispatch_bound.DISPATCH_SECS = job.dispatch_bound.DISPATCH_SECS, job.DISPATCH_SECS
+    try:
+        est.train(job.IndexedBatches, max_steps=stopped + 40)  # resumes at the saved input position
+    finally:
+        job.dispatch_bound.DISPATCH_SECS = saved
+    hand = job.hand_params(stopped + 40)
+    np.testing.assert_allclose(est.get_variable_value("w"), hand["w"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(est.get_variable_value("b"), hand["b"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_signal_not_listed_keeps_its_default_action(tmp_path):
+    """SIGUSR1's default ends the process at once (status -SIGUSR1): no checkpoint is
+    written for it, no preemption line is logged."""
+    model_dir = str(tmp_path / "run")
+    proc, text, _ = _start_and_signal(model_dir, signal.SIGUSR1)  # only SIGTERM listed (the default)
+    assert proc.returncode == -signal.SIGUSR1, text
+    assert "received: stopping" not in text and "Training stopped by" not in text
+    # saves every 1000 steps: only the step-0 checkpoint (tf.estimator's, at the start) exists
+    assert job.estimator(model_dir).latest_checkpoint().endswith("/0")
