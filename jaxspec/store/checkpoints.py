@@ -136,6 +136,10 @@ class CheckpointStore:
       model_dir: the Estimator's model_dir (a local path or a URL).
       keep_checkpoint_max: checkpoints kept (None or 0 keeps all).
       keep_checkpoint_every_n_hours: additionally keep one checkpoint per this many hours.
+      process_local: this process's own checkpoints (a node-local tier,
+        ``jaxspec.store.local_tier``): Orbax runs with this process alone (no barrier
+        with the others) and the records are this process's; False: the model_dir's,
+        written by every process together.
 
     Raises:
       FileNotFoundError: ``model_dir``'s bucket does not exist (the URL is named).
@@ -148,14 +152,17 @@ class CheckpointStore:
         model_dir: str,
         keep_checkpoint_max: int | None = 5,
         keep_checkpoint_every_n_hours: float | None = None,
+        process_local: bool = False,
     ) -> None:
+        self._alone = process_local and jax.process_count() > 1  # Orbax without the other processes
         keep_every = None
         if keep_checkpoint_every_n_hours and keep_checkpoint_every_n_hours < 10000:
             keep_every = datetime.timedelta(hours=keep_checkpoint_every_n_hours)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep_checkpoint_max or None,
             keep_time_interval=keep_every,
-            create=True,
+            create=not self._alone,
+            multiprocessing_options=_alone_options() if self._alone else ocp.options.MultiprocessingOptions(),
             enable_async_checkpointing=True,
             async_options=ocp.AsyncOptions(
                 post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()
@@ -163,6 +170,8 @@ class CheckpointStore:
         )
         self.directory = checkpoint_dir(model_dir)
         paths.check_reachable(self.directory)
+        if self._alone:
+            paths.makedirs(self.directory)  # Orbax creates it only with every process
         # (step, extra files) of the saves Orbax is finalising, oldest first.
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
         # (step, process checked or None for all) -> (file signature, damage)
@@ -179,7 +188,7 @@ class CheckpointStore:
         writes its own files and record (``_finalized``) when its part of a save is on
         disk: at the barrier every process reaches before process 0 commits (Orbax calls
         the post-finalisation callback on process 0 only). None (Orbax's own) with one."""
-        if jax.process_count() == 1:
+        if jax.process_count() == 1 or self._alone:
             return None
         barrier = ocp.multihost.get_barrier_sync_fn()
 
@@ -206,9 +215,14 @@ class CheckpointStore:
                 return
             for name, data in extras.items():  # every process writes its own
                 paths.write_bytes_atomic(paths.join(directory, name), data)
-            integrity.write_digest(directory, jax.process_index())  # each process its own files
+            integrity.write_digest(directory, *self._writer())  # each process its own files
         except Exception as err:  # an object store's client raises more than OSError
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
+
+    def _writer(self) -> tuple[int, bool]:
+        """``write_digest``'s (record, every file): a process's own record of its own
+        files; in a tier of this process alone, process 0's record (the only one) of all."""
+        return (0, True) if self._alone else (jax.process_index(), False)
 
     def damage(self, step: int, collective: bool = False) -> str | None:
         """What makes the checkpoint of ``step`` unreadable, or None when it is intact (its
@@ -222,7 +236,7 @@ class CheckpointStore:
             process alone).
         """
         path = self.path(step)
-        together = collective and jax.process_count() > 1
+        together = collective and jax.process_count() > 1 and not self._alone
         verdict = self._own_verdict(step, path, jax.process_index() if together else None)
         if together:
             first = _first_process_with(verdict is not None)
@@ -311,6 +325,17 @@ class CheckpointStore:
             self._manager.reload()
         return latest
 
+    def resume_step(self) -> int | None:
+        """The global step training resumes from: the newest intact checkpoint (every
+        process calls it together). A store with a node-local tier
+        (``jaxspec.store.local_tier.TieredCheckpointStore``) may name a local one."""
+        return self.latest_step(collective=True)
+
+    @property
+    def local_tier(self) -> Any:
+        """The node-local checkpoint tier (a ``LocalTier``), or None: only the model_dir."""
+        return None
+
     def all_steps(self) -> list[int]:
         """Global steps of every kept checkpoint, oldest first."""
         return sorted(self._manager.all_steps())
@@ -347,7 +372,7 @@ class CheckpointStore:
                 step,
                 args=ocp.args.StandardSave(state),
                 force=force,
-                custom_metadata=integrity.records_metadata(jax.process_count()),
+                custom_metadata=integrity.records_metadata(1 if self._alone else jax.process_count()),
             )
         except Exception as err:
             started = False
@@ -468,6 +493,15 @@ class CheckpointStore:
     def close(self) -> None:
         """Finish pending saves and release the manager."""
         self._manager.close()
+
+
+def _alone_options() -> Any:
+    """Orbax's options for a checkpoint manager of this process alone: it is its own
+    primary host and its barriers wait for no other process."""
+    i = jax.process_index()
+    return ocp.options.MultiprocessingOptions(
+        primary_host=i, active_processes={i}, barrier_sync_key_prefix=f"jaxspec_local_{i}"
+    )
 
 
 def _first_process_with(flag: bool) -> int | None:
