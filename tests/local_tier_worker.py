@@ -5,7 +5,7 @@ Usage:
   python tests/local_tier_worker.py one MODEL_DIR LOCAL_DIR MAX_STEPS SLEEP_SECS
     one process (a plain Estimator, one device): local saves every 2 steps, the
     model_dir's every 10; each step sleeps SLEEP_SECS (the test SIGKILLs it).
-  python tests/local_tier_worker.py two MODEL_DIR OUT_JSON   (TF_CONFIG names the cluster)
+  python tests/local_tier_worker.py MODEL_DIR OUT_JSON   (TF_CONFIG names the cluster)
     one of two processes x 4 devices (TPUEstimator): trains to LOCAL_TIER_MAX_STEPS,
     LOCAL_TIER_DIR is the local tier; writes the restored step and final variables.
 """
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-if __name__ == "__main__" and sys.argv[1] == "two":  # only a multi-process worker has 4 devices
+if __name__ == "__main__" and len(sys.argv) == 3:  # only a multi-process worker has 4 devices
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 else:
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -63,12 +63,13 @@ class Slow(jaxspec.SessionRunHook):
 
 
 class HostShare:
-    """This process's half of the global batch of step k: the rows of a permutation of
-    epoch ``epoch``, process p's 16 of each 32; its position is ``{'step'}``."""
+    """This process's share of global batch k: the 32 rows ``[32k, 32k + 32)`` of epoch
+    e's permutation (seeded e), process p of n taking the p-th 32/n of them; its
+    position is ``{'step'}``."""
 
-    def __init__(self, process: int) -> None:
+    def __init__(self, process: int, processes: int) -> None:
         self.x, self.y = digits(ROWS)
-        self.process, self.step = process, 0
+        self.process, self.width, self.step = process, GLOBAL_BATCH // processes, 0
 
     def __iter__(self) -> HostShare:
         return self
@@ -77,8 +78,8 @@ class HostShare:
         per_epoch = ROWS // GLOBAL_BATCH
         epoch, k = divmod(self.step, per_epoch)
         order = np.random.default_rng(epoch).permutation(ROWS)
-        start = k * GLOBAL_BATCH + self.process * (GLOBAL_BATCH // 2)
-        rows = order[start : start + GLOBAL_BATCH // 2]
+        start = k * GLOBAL_BATCH + self.process * self.width
+        rows = order[start : start + self.width]
         self.step += 1
         return {"x": self.x[rows]}, self.y[rows]
 
@@ -106,7 +107,7 @@ def make_tpu_estimator(model_dir: str, local_dir: str | None) -> jaxspec.TPUEsti
 
 
 def tpu_input_fn(params):
-    return HostShare(params["context"].current_host)
+    return HostShare(params["context"].current_host, params["context"].num_hosts)
 
 
 def _two(model_dir: str, out: str) -> None:
@@ -130,13 +131,8 @@ def _two(model_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "two":
-        _two(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 3:
+        _two(sys.argv[1], sys.argv[2])
     else:
-        model_dir, local_dir, max_steps, sleep = (
-            sys.argv[2],
-            sys.argv[3],
-            int(sys.argv[4]),
-            float(sys.argv[5]),
-        )
+        model_dir, local_dir, max_steps, sleep = sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
         make_estimator(model_dir, local_dir).train(input_fn, max_steps=max_steps, hooks=[Slow(sleep)])

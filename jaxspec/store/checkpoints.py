@@ -21,6 +21,7 @@ from jaxspec._trees import named_leaves
 from jaxspec.errors import DataLossError
 from jaxspec.store import checkpoint_integrity as integrity
 from jaxspec.store import paths
+from jaxspec.store import process_local as by_itself
 
 _log = logging.getLogger("jaxspec")
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -162,11 +163,13 @@ class CheckpointStore:
             max_to_keep=keep_checkpoint_max or None,
             keep_time_interval=keep_every,
             create=not self._alone,
-            multiprocessing_options=_alone_options() if self._alone else ocp.options.MultiprocessingOptions(),
-            enable_async_checkpointing=True,
-            async_options=ocp.AsyncOptions(
-                post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()
-            ),
+            multiprocessing_options=by_itself.options() if self._alone else ocp.options.MultiprocessingOptions(),
+            # Alone, a save is synchronous: the signals of Orbax's asynchronous saves are keyed
+            # the same in every process, and one process's local save then waits forever.
+            enable_async_checkpointing=not self._alone,
+            async_options=None
+            if self._alone
+            else ocp.AsyncOptions(post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()),
         )
         self.directory = checkpoint_dir(model_dir)
         paths.check_reachable(self.directory)
@@ -180,7 +183,13 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self._last_started: int | None = None  # the step of the newest save started
         self._manager = ocp.CheckpointManager(
-            paths.epath_of(self.directory), options=options, item_handlers=ocp.StandardCheckpointHandler()
+            paths.epath_of(self.directory),
+            options=options,
+            item_handlers=(
+                by_itself.handler(options.multiprocessing_options)
+                if self._alone
+                else ocp.StandardCheckpointHandler()
+            ),
         )
 
     def _barrier_fn(self) -> Any:
@@ -364,13 +373,14 @@ class CheckpointStore:
         record = SavedCheckpoint(step)
         # Orbax writes each index of an array from its replica-0 shard, so the handed tree
         # needs no consistent copy (``as_saved``): no second device copy of the state.
-        state = jax.tree.map(_for_orbax, state)
+        if not self._alone:  # alone: each process writes its own shards
+            state = jax.tree.map(_for_orbax, state)
         with self._lock:
             self._saving.append((step, dict(extras or {})))
         try:
             started = self._manager.save(
                 step,
-                args=ocp.args.StandardSave(state),
+                args=by_itself.save_args(state) if self._alone else ocp.args.StandardSave(state),
                 force=force,
                 custom_metadata=integrity.records_metadata(1 if self._alone else jax.process_count()),
             )
@@ -388,6 +398,8 @@ class CheckpointStore:
                         self._saving.pop()
         if started:
             self._last_started = step
+            if self._alone:  # committed already: its files and record now
+                self._finalized()
         return record if started else None
 
     def _name_failed_save(self, err: Exception, step: int | None) -> None:
@@ -471,6 +483,17 @@ class CheckpointStore:
         """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""
         return self._manager.item_metadata(step)
 
+    def restore_numpy(self, step: int, abstract: Any) -> Any:
+        """The checkpoint of ``step`` as numpy arrays in the tree of ``abstract`` (numpy
+        arrays of the saved shapes and dtypes), read by this process alone.
+
+        Raises:
+          DataLossError: a file of it cannot be read.
+        """
+        args = by_itself.restore_args(abstract) if self._alone else ocp.args.StandardRestore(abstract)
+        with _as_data_loss(step, self.path(step)):
+            return self._manager.restore(step, args=args)
+
     def read_extra(self, step: int, name: str) -> bytes | None:
         """The extra file ``name`` saved with the checkpoint of ``step``, or None."""
         path = paths.join(self.path(step), name)
@@ -493,15 +516,6 @@ class CheckpointStore:
     def close(self) -> None:
         """Finish pending saves and release the manager."""
         self._manager.close()
-
-
-def _alone_options() -> Any:
-    """Orbax's options for a checkpoint manager of this process alone: it is its own
-    primary host and its barriers wait for no other process."""
-    i = jax.process_index()
-    return ocp.options.MultiprocessingOptions(
-        primary_host=i, active_processes={i}, barrier_sync_key_prefix=f"jaxspec_local_{i}"
-    )
 
 
 def _first_process_with(flag: bool) -> int | None:

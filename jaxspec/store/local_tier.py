@@ -26,10 +26,9 @@ from typing import Any
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from jaxspec.store import paths
-from jaxspec.store.checkpoints import CheckpointStore, _as_data_loss
+from jaxspec.store.checkpoints import CheckpointStore
 
 _log = logging.getLogger("jaxspec")
 
@@ -39,23 +38,18 @@ LOCAL_KEEP = 2
 _GATHERED = 8  # steps per process compared in the agreement (fixed size for the all-gather)
 
 
-def local_value(x: Any) -> np.ndarray | None:
-    """The whole value of one state leaf from this process's shards alone, as numpy (a
-    PRNG key as its key data), or None when this process does not hold every index of
-    it (a leaf split over the devices of several processes)."""
+def local_value(x: Any) -> Any:
+    """One state leaf as this process saves it alone (a PRNG key as its key data), or
+    None when this process does not hold every index of it (a leaf split over the
+    devices of several processes)."""
     if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
         x = jax.random.key_data(x)
-    if not isinstance(x, jax.Array) or x.is_fully_addressable:
-        return np.asarray(x)
-    if x.is_fully_replicated:
-        return np.asarray(x.addressable_data(0))
-    out = np.empty(x.shape, x.dtype)
-    covered = np.zeros(x.shape, bool)
-    for shard in x.addressable_shards:
-        if shard.replica_id == 0 or not covered[shard.index].all():
-            out[shard.index] = np.asarray(shard.data)
-            covered[shard.index] = True
-    return out if covered.all() else None
+    if not isinstance(x, jax.Array) or x.is_fully_addressable or x.is_fully_replicated:
+        return x
+    key = lambda index: tuple((s.start, s.stop, s.step) for s in index)  # noqa: E731
+    every = {key(i) for i in x.sharding.devices_indices_map(x.shape).values()}
+    here = {key(i) for i in x.sharding.addressable_devices_indices_map(x.shape).values()}
+    return x if every <= here else None
 
 
 def _put(value: np.ndarray, target: Any) -> Any:
@@ -187,9 +181,7 @@ class LocalTier:
                 t = jax.eval_shape(jax.random.key_data, t)
             return np.zeros(t.shape, t.dtype)
 
-        abstract = jax.tree.map(saved_form, target)
-        with _as_data_loss(step, self.store.path(step)):
-            host = self.store._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        host = self.store.restore_numpy(step, jax.tree.map(saved_form, target))
         return jax.tree.map(lambda v, t: _put(np.asarray(v), t), host, target)
 
 
