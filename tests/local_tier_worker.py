@@ -134,5 +134,10 @@ if __name__ == "__main__":
     if len(sys.argv) == 3:
         _two(sys.argv[1], sys.argv[2])
     else:
-        model_dir, local_dir, max_steps, sleep = sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+        model_dir, local_dir, max_steps, sleep = (
+            sys.argv[2],
+            sys.argv[3],
+            int(sys.argv[4]),
+            float(sys.argv[5]),
+        )
         make_estimator(model_dir, local_dir).train(input_fn, max_steps=max_steps, hooks=[Slow(sleep)])

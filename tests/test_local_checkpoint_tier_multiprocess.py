@@ -52,7 +52,9 @@ def _assert_equal(results: list[dict], want: dict[str, np.ndarray]) -> None:
     for r in results:
         assert sorted(r["values"]) == sorted(want)
         for name, value in want.items():
-            np.testing.assert_allclose(np.asarray(r["values"][name]), value, rtol=1e-5, atol=1e-5, err_msg=name)
+            np.testing.assert_allclose(
+                np.asarray(r["values"][name]), value, rtol=1e-5, atol=1e-5, err_msg=name
+            )
 
 
 def _train_then_lose_final(two: _Two) -> None:

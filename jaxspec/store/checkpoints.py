@@ -163,13 +163,17 @@ class CheckpointStore:
             max_to_keep=keep_checkpoint_max or None,
             keep_time_interval=keep_every,
             create=not self._alone,
-            multiprocessing_options=by_itself.options() if self._alone else ocp.options.MultiprocessingOptions(),
+            multiprocessing_options=by_itself.options()
+            if self._alone
+            else ocp.options.MultiprocessingOptions(),
             # Alone, a save is synchronous: the signals of Orbax's asynchronous saves are keyed
             # the same in every process, and one process's local save then waits forever.
             enable_async_checkpointing=not self._alone,
             async_options=None
             if self._alone
-            else ocp.AsyncOptions(post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()),
+            else ocp.AsyncOptions(
+                post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()
+            ),
         )
         self.directory = checkpoint_dir(model_dir)
         paths.check_reachable(self.directory)

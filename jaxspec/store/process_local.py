@@ -11,9 +11,8 @@ replica slice's local checkpoint.
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 import jax
 import numpy as np
@@ -46,7 +45,10 @@ def handler(multiprocessing: Any) -> Any:
     """A PyTreeCheckpointHandler writing every shard of a global array this process
     holds, and reading a leaf back whole as numpy."""
     registry = ocp.type_handlers.create_type_handler_registry(
-        (jax.Array, ocp.type_handlers.ArrayHandler(primary_host=None, replica_id=None, use_replica_parallel=False)),
+        (
+            jax.Array,
+            ocp.type_handlers.ArrayHandler(primary_host=None, replica_id=None, use_replica_parallel=False),
+        ),
         (np.ndarray, ocp.type_handlers.NumpyHandler()),  # restores: each leaf read whole into numpy
     )
     return ocp.PyTreeCheckpointHandler(
