@@ -33,6 +33,7 @@ from jaxspec.loop.train import run_train
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import Hooks, InitFn, InputFn, ModelFn
 from jaxspec.store.checkpoints import EMPTY_STATE_KEY, CheckpointStore
+from jaxspec.store.local_tier import TieredCheckpointStore
 from jaxspec.warm_start_settings import as_settings
 
 _log = logging.getLogger("jaxspec")
@@ -496,8 +497,16 @@ class Estimator:
             maybe_initialize(self._config.cluster, self._config.heartbeat_timeout_secs)  # Orbax asks JAX
             c = self._config
             with quiet_libraries():  # Orbax logs through absl, whose first record configures the root
-                self._store = CheckpointStore(
-                    self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours
+                self._store = (
+                    CheckpointStore(self._model_dir, c.keep_checkpoint_max, c.keep_checkpoint_every_n_hours)
+                    if c.local_checkpoint_dir is None
+                    else TieredCheckpointStore(
+                        self._model_dir,
+                        c.keep_checkpoint_max,
+                        c.keep_checkpoint_every_n_hours,
+                        c.local_checkpoint_dir,
+                        c.local_save_checkpoints_steps,
+                    )
                 )
         return self._store
 

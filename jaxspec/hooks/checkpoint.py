@@ -164,6 +164,51 @@ class CheckpointSaverHook(SessionRunHook):
         return saved, stop
 
 
+class LocalCheckpointHook(SessionRunHook):
+    """Saves the state to the node-local tier every ``local_save_checkpoints_steps``
+    global steps (jaxspec's; no tf.estimator counterpart): see
+    ``jaxspec.store.local_tier``. The Estimator adds it to ``train`` when RunConfig sets
+    ``local_checkpoint_dir``, next to its CheckpointSaverHook, whose model_dir saves it
+    leaves as they are. Those steps are steps it needs, so a plain Estimator's grouped
+    loops end there.
+
+    Args:
+      tier: the LocalTier to save into.
+      extras: ``global_step -> {file name: bytes}``, extra files of each checkpoint (the
+        input position), or None.
+    """
+
+    def __init__(self, tier: Any, extras: Callable[[int], Mapping[str, bytes]] | None = None) -> None:
+        self._tier = tier
+        self._extras = extras
+
+    def next_required_step(self, global_step: int) -> int:
+        """The next multiple of ``local_save_checkpoints_steps``."""
+        return int(self._tier.next_step(global_step))
+
+    def reads_state_after(self, step: int) -> bool:
+        """Whether a local save is due at ``step``."""
+        return bool(self._tier.due_at(step))
+
+    def may_stop_after(self, step: int) -> bool:
+        """False: it never requests a stop."""
+        return False
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        """Fetch the global step."""
+        return SessionRunArgs("global_step")
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Save locally when due (Orbax writes in the background)."""
+        step = int(run_values.results)
+        state = run_context.session.state
+        if state is None or not self._tier.due_at(step):
+            return  # None: given to a loop ahead, which no due step allows
+        extras = self._extras(step) if self._extras is not None else None
+        if self._tier.save(step, state, extras=extras):
+            _log.debug("Saving a local checkpoint for %d into %s.", step, self._tier.directory)
+
+
 def check_saving_listeners(saving_listeners: Any, config: Any) -> list[CheckpointSaverListener]:
     """tf.estimator's rules for ``train(saving_listeners=)``: the listeners as a list.
 

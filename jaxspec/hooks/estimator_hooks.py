@@ -8,7 +8,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxspec.hooks.checkpoint import CheckpointSaverHook, CheckpointSaverListener, estimator_saver
+from jaxspec.hooks.checkpoint import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    LocalCheckpointHook,
+    estimator_saver,
+)
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.loop_cost import LoopCost, table_peak_flops
 from jaxspec.spec.hooks import NEVER, SessionRunHook
@@ -223,7 +228,8 @@ class ProgressHook(SessionRunHook):
 class EstimatorHooks(NamedTuple):
     """The Estimator's own hooks of a train call: ``progress`` (a ProgressHook, fed by
     the loop) and ``all``, every one of them in the order they run (after the user's
-    and the spec's hooks: progress, then the Estimator's saver when it adds one)."""
+    and the spec's hooks: progress, then the Estimator's saver when it adds one, then
+    the local tier's saver when the store has a local tier)."""
 
     progress: ProgressHook
     all: list[SessionRunHook]
@@ -271,4 +277,7 @@ def estimator_hooks(
         cost=cost,
     )
     saver: CheckpointSaverHook | None = estimator_saver(hooks, model_dir, config, listeners, store, extras)
-    return EstimatorHooks(progress, [progress] if saver is None else [progress, saver])
+    own: list[SessionRunHook] = [progress] if saver is None else [progress, saver]
+    if store.local_tier is not None:  # RunConfig's local_checkpoint_dir
+        own.append(LocalCheckpointHook(store.local_tier, extras))
+    return EstimatorHooks(progress, own)

@@ -129,6 +129,8 @@ class StateLifecycle:
     def _checkpoint_step(self, checkpoint_path: str | None) -> int | None:
         if checkpoint_path is None:
             self.store.refresh()  # another writer may have added a checkpoint
+            if self.mode == ModeKeys.TRAIN:  # may be a node-local checkpoint (RunConfig's local tier)
+                return self.store.resume_step()
             return self.store.latest_step(collective=True)  # every process looks, each at its own files
         name = paths.basename(checkpoint_path)
         if not name.isdigit():

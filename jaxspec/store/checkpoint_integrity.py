@@ -75,7 +75,9 @@ def _owner(rel: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _files(listing: list[paths.FileEntry], process_index: int) -> list[paths.FileEntry]:
+def _files(listing: list[paths.FileEntry], process_index: int | None) -> list[paths.FileEntry]:
+    """The files of ``listing`` that process ``process_index`` wrote (None: every one),
+    records and Orbax's commit files left out."""
     return [
         e
         for e in listing
@@ -83,7 +85,7 @@ def _files(listing: list[paths.FileEntry], process_index: int) -> list[paths.Fil
             _RECORD.fullmatch(e.rel)
             or e.rel in (_STEP_METADATA, _COMMIT_MARKER)
             or e.rel.endswith(".tmp")
-            or _owner(e.rel) != process_index
+            or (process_index is not None and _owner(e.rel) != process_index)
         )
     ]
 
@@ -147,11 +149,12 @@ def _final_name(rel: str) -> str:
     return "/".join(re.sub(re.escape(_TMP_SUFFIX) + ".*", "", part) for part in rel.split("/"))
 
 
-def write_digest(directory: str, process_index: int = 0) -> None:
+def write_digest(directory: str, process_index: int = 0, every_file: bool = False) -> None:
     """Write process ``process_index``'s record in ``directory``: ``{relative path: [bytes,
-    [crc32c hex of each piece of PIECE_BYTES]]}`` of the files it wrote (to a temporary
-    name, then renamed)."""
-    entries = _files(paths.files(directory), process_index)
+    [crc32c hex of each piece of PIECE_BYTES]]}`` of the files it wrote (``every_file``:
+    of every file there, as process 0's record of a checkpoint one process wrote alone,
+    such as a node-local tier's), to a temporary name, then renamed."""
+    entries = _files(paths.files(directory), None if every_file else process_index)
     if paths.is_url(directory) and all(e.crc32c for e in entries):  # the store's checksums
         piece = WHOLE_OBJECT
         files = {_final_name(e.rel): [e.size, [e.crc32c]] for e in entries}

@@ -21,6 +21,7 @@ from jaxspec._trees import named_leaves
 from jaxspec.errors import DataLossError
 from jaxspec.store import checkpoint_integrity as integrity
 from jaxspec.store import paths
+from jaxspec.store import process_local as by_itself
 
 _log = logging.getLogger("jaxspec")
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -136,6 +137,10 @@ class CheckpointStore:
       model_dir: the Estimator's model_dir (a local path or a URL).
       keep_checkpoint_max: checkpoints kept (None or 0 keeps all).
       keep_checkpoint_every_n_hours: additionally keep one checkpoint per this many hours.
+      process_local: this process's own checkpoints (a node-local tier,
+        ``jaxspec.store.local_tier``): Orbax runs with this process alone (no barrier
+        with the others) and the records are this process's; False: the model_dir's,
+        written by every process together.
 
     Raises:
       FileNotFoundError: ``model_dir``'s bucket does not exist (the URL is named).
@@ -148,21 +153,32 @@ class CheckpointStore:
         model_dir: str,
         keep_checkpoint_max: int | None = 5,
         keep_checkpoint_every_n_hours: float | None = None,
+        process_local: bool = False,
     ) -> None:
+        self._alone = process_local and jax.process_count() > 1  # Orbax without the other processes
         keep_every = None
         if keep_checkpoint_every_n_hours and keep_checkpoint_every_n_hours < 10000:
             keep_every = datetime.timedelta(hours=keep_checkpoint_every_n_hours)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep_checkpoint_max or None,
             keep_time_interval=keep_every,
-            create=True,
-            enable_async_checkpointing=True,
-            async_options=ocp.AsyncOptions(
+            create=not self._alone,
+            multiprocessing_options=by_itself.options()
+            if self._alone
+            else ocp.options.MultiprocessingOptions(),
+            # Alone, a save is synchronous: the signals of Orbax's asynchronous saves are keyed
+            # the same in every process, and one process's local save then waits forever.
+            enable_async_checkpointing=not self._alone,
+            async_options=None
+            if self._alone
+            else ocp.AsyncOptions(
                 post_finalization_callback=self._finalized, barrier_sync_fn=self._barrier_fn()
             ),
         )
         self.directory = checkpoint_dir(model_dir)
         paths.check_reachable(self.directory)
+        if self._alone:
+            paths.makedirs(self.directory)  # Orbax creates it only with every process
         # (step, extra files) of the saves Orbax is finalising, oldest first.
         self._saving: collections.deque[tuple[int, dict[str, bytes]]] = collections.deque()
         # (step, process checked or None for all) -> (file signature, damage)
@@ -171,7 +187,13 @@ class CheckpointStore:
         self._lock = threading.Lock()
         self._last_started: int | None = None  # the step of the newest save started
         self._manager = ocp.CheckpointManager(
-            paths.epath_of(self.directory), options=options, item_handlers=ocp.StandardCheckpointHandler()
+            paths.epath_of(self.directory),
+            options=options,
+            item_handlers=(
+                by_itself.handler(options.multiprocessing_options)
+                if self._alone
+                else ocp.StandardCheckpointHandler()
+            ),
         )
 
     def _barrier_fn(self) -> Any:
@@ -179,7 +201,7 @@ class CheckpointStore:
         writes its own files and record (``_finalized``) when its part of a save is on
         disk: at the barrier every process reaches before process 0 commits (Orbax calls
         the post-finalisation callback on process 0 only). None (Orbax's own) with one."""
-        if jax.process_count() == 1:
+        if jax.process_count() == 1 or self._alone:
             return None
         barrier = ocp.multihost.get_barrier_sync_fn()
 
@@ -206,9 +228,14 @@ class CheckpointStore:
                 return
             for name, data in extras.items():  # every process writes its own
                 paths.write_bytes_atomic(paths.join(directory, name), data)
-            integrity.write_digest(directory, jax.process_index())  # each process its own files
+            integrity.write_digest(directory, *self._writer())  # each process its own files
         except Exception as err:  # an object store's client raises more than OSError
             _log.warning("Could not write the digest of the checkpoint at global step %d: %s.", step, err)
+
+    def _writer(self) -> tuple[int, bool]:
+        """``write_digest``'s (record, every file): a process's own record of its own
+        files; in a tier of this process alone, process 0's record (the only one) of all."""
+        return (0, True) if self._alone else (jax.process_index(), False)
 
     def damage(self, step: int, collective: bool = False) -> str | None:
         """What makes the checkpoint of ``step`` unreadable, or None when it is intact (its
@@ -222,7 +249,7 @@ class CheckpointStore:
             process alone).
         """
         path = self.path(step)
-        together = collective and jax.process_count() > 1
+        together = collective and jax.process_count() > 1 and not self._alone
         verdict = self._own_verdict(step, path, jax.process_index() if together else None)
         if together:
             first = _first_process_with(verdict is not None)
@@ -311,6 +338,17 @@ class CheckpointStore:
             self._manager.reload()
         return latest
 
+    def resume_step(self) -> int | None:
+        """The global step training resumes from: the newest intact checkpoint (every
+        process calls it together). A store with a node-local tier
+        (``jaxspec.store.local_tier.TieredCheckpointStore``) may name a local one."""
+        return self.latest_step(collective=True)
+
+    @property
+    def local_tier(self) -> Any:
+        """The node-local checkpoint tier (a ``LocalTier``), or None: only the model_dir."""
+        return None
+
     def all_steps(self) -> list[int]:
         """Global steps of every kept checkpoint, oldest first."""
         return sorted(self._manager.all_steps())
@@ -339,15 +377,16 @@ class CheckpointStore:
         record = SavedCheckpoint(step)
         # Orbax writes each index of an array from its replica-0 shard, so the handed tree
         # needs no consistent copy (``as_saved``): no second device copy of the state.
-        state = jax.tree.map(_for_orbax, state)
+        if not self._alone:  # alone: each process writes its own shards
+            state = jax.tree.map(_for_orbax, state)
         with self._lock:
             self._saving.append((step, dict(extras or {})))
         try:
             started = self._manager.save(
                 step,
-                args=ocp.args.StandardSave(state),
+                args=by_itself.save_args(state) if self._alone else ocp.args.StandardSave(state),
                 force=force,
-                custom_metadata=integrity.records_metadata(jax.process_count()),
+                custom_metadata=integrity.records_metadata(1 if self._alone else jax.process_count()),
             )
         except Exception as err:
             started = False
@@ -363,6 +402,8 @@ class CheckpointStore:
                         self._saving.pop()
         if started:
             self._last_started = step
+            if self._alone:  # committed already: its files and record now
+                self._finalized()
         return record if started else None
 
     def _name_failed_save(self, err: Exception, step: int | None) -> None:
@@ -445,6 +486,17 @@ class CheckpointStore:
     def metadata(self, step: int) -> Any:
         """The tree of leaf metadata (shape, dtype) saved at ``step``; no array is read."""
         return self._manager.item_metadata(step)
+
+    def restore_numpy(self, step: int, abstract: Any) -> Any:
+        """The checkpoint of ``step`` as numpy arrays in the tree of ``abstract`` (numpy
+        arrays of the saved shapes and dtypes), read by this process alone.
+
+        Raises:
+          DataLossError: a file of it cannot be read.
+        """
+        args = by_itself.restore_args(abstract) if self._alone else ocp.args.StandardRestore(abstract)
+        with _as_data_loss(step, self.path(step)):
+            return self._manager.restore(step, args=args)
 
     def read_extra(self, step: int, name: str) -> bytes | None:
         """The extra file ``name`` saved with the checkpoint of ``step``, or None."""
