@@ -359,9 +359,16 @@ class Progress:
         self._bar_column.bar_width = width
         self._bar.update(self._task, completed=completed, info=text, eta=eta)
 
+    def leave_out(self, seconds: float) -> None:
+        """Leave ``seconds`` (a compile's) out of the rate and the remaining time: the
+        clock they are measured on, started at the first update, moves on by them."""
+        if self._first is not None:
+            self._first = (self._first[0] + seconds, self._first[1])
+
     def remaining(self) -> float | None:
         """Seconds left to ``total``, at the rate since the first update (so a first
-        loop's compilation does not count); None while the total or a rate is unknown."""
+        loop's compilation does not count, nor a later one: ``leave_out``); None while the
+        total or a rate is unknown."""
         if self.total is None or not self._rate:
             return None
         return max(self.total - self.done, 0) / self._rate
@@ -432,6 +439,13 @@ def remaining_line() -> None:
     steps done.``), at a cadence point, when the total and a rate are known."""
     if _current:
         _current[-1].remaining_line()
+
+
+def leave_out(seconds: float) -> None:
+    """Leave ``seconds`` spent compiling out of the running call's rate and remaining
+    time (``Progress.leave_out``; nothing with no call running)."""
+    if _current:
+        _current[-1].leave_out(seconds)
 
 
 def has_bar() -> bool:
