@@ -11,8 +11,15 @@ devices the loop runs on, the memory figures stay per device.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import jax
 
 #: bf16 dense peak FLOP/s of one JAX device, by a substring of its ``device_kind``
 #: (checked in this order): the vendors' published figures. A TPU device is one chip
@@ -128,3 +135,68 @@ def read_cost(compiled: Any, steps: int, devices: list[Any]) -> LoopCost:
         device_kind=str(getattr(first, "device_kind", "")),
         platform=str(getattr(first, "platform", "")),
     )
+
+
+#: The event jax.monitoring reports each XLA compile under (its duration in seconds).
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_clocks: weakref.WeakSet[CompileClock] = weakref.WeakSet()  # the running ones
+_listening = False
+
+
+def _heard(event: str, duration: float, **_: Any) -> None:
+    """jax.monitoring's duration listener (one per process): an XLA compile, told to
+    each running CompileClock."""
+    if event == BACKEND_COMPILE_EVENT:
+        for clock in list(_clocks):
+            clock._heard(duration)
+
+
+class CompileClock:
+    """Seconds one call spends compiling on its thread, so that rates can leave them out
+    (TF's StepCounterHook never timed graph construction).
+
+    Two sources, never counted twice: the sections the loop times itself (``timing()``:
+    tracing, lowering and compiling a loop, on ``time.perf_counter``), and, outside
+    them, every XLA compile on the same thread that ``jax.monitoring`` reports
+    (``BACKEND_COMPILE_EVENT``: the small programs of eager array operations on a new
+    shape, say). Compiles on other threads (an input pipeline's) are not counted.
+
+    ``total`` holds the seconds so far; each ``listeners`` callable is called with each
+    new count of seconds. Counting starts at construction and ends at ``stop()``.
+    """
+
+    def __init__(self) -> None:
+        global _listening
+        self.total = 0.0
+        self.listeners: list[Callable[[float], None]] = []
+        self._thread = threading.get_ident()
+        self._inside = 0
+        if not _listening:
+            jax.monitoring.register_event_duration_secs_listener(_heard)
+            _listening = True
+        _clocks.add(self)
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Count the seconds of the ``with`` block (a loop's compile) as compiling; XLA
+        compiles inside it are part of them."""
+        began = time.perf_counter()
+        self._inside += 1
+        try:
+            yield
+        finally:
+            self._inside -= 1
+            self._add(time.perf_counter() - began)
+
+    def _heard(self, seconds: float) -> None:
+        if not self._inside and threading.get_ident() == self._thread:
+            self._add(seconds)
+
+    def _add(self, seconds: float) -> None:
+        self.total += seconds
+        for listener in list(self.listeners):
+            listener(seconds)
+
+    def stop(self) -> None:
+        """Stop counting (idempotent)."""
+        _clocks.discard(self)

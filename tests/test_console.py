@@ -159,3 +159,30 @@ def test_import_leaves_the_root_logger_alone() -> None:
         "logging.basicConfig(level=logging.INFO); assert logging.root.level == logging.INFO"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(), cwd=str(Path(__file__).parents[1]))
+
+
+@pytest.mark.parametrize("done,total", [(30000, 30000), (29999, 1_000_000), (123_456_789, None), (3, 40)])
+def test_the_bar_at_80_columns_never_cuts_the_step_counter(done: int, total: int | None) -> None:
+    """Issue 46 item 5: at 80 columns the counter stays whole; the loss/rate text is
+    shortened first (to ``loss 0.123, 1.23e+04 steps/s`` or ``loss 0.123``), never the
+    counter; where there is room the full tf.estimator words stay."""
+    import io
+
+    from rich.console import Console
+
+    from jaxspec.loop import console
+
+    for width in (80, 120):
+        out = io.StringIO()
+        progress = console.Progress("train", total, "steps", terminal=Console(file=out, width=width))
+        progress.update(1)
+        progress.update(done, loss=0.123456789, global_step_per_sec=12345.678)
+        progress.close()
+        last = ANSI.sub("", out.getvalue()).replace("\r", "\n").splitlines()[-1]
+        counter = f"{done}/{'?' if total is None else total}"
+        assert len(last) <= width and re.search(
+            rf"train .* {re.escape(counter)} steps \d:\d\d:\d\d ", last
+        ), last
+        assert "loss 0.123" in last or "loss = 0.1235, global_step/sec = 1.235e+04" in last, last
+        if width == 120:
+            assert last.endswith("loss = 0.1235, global_step/sec = 1.235e+04"), last

@@ -229,7 +229,7 @@ def test_schedules_of_the_hooks():
     assert required_step(_SubclassedLogger(["loss"], every_n_iter=50), 4) == 5  # changed per step
     profiler = jaxspec.ProfilerHook(save_steps=10, output_dir="/nonexistent")
     profiler.after_create_session(type("S", (), {"global_step": 1})(), None)
-    assert [required_step(profiler, g) for g in (1, 10, 11, 12)] == [10, 11, NEVER, NEVER]
+    assert [required_step(profiler, g) for g in (1, 10, 11, 12)] == [10, 11, 20, 20]  # every 10 (issue 46)
 
 
 def test_nan_tensor_hook_reads_every_step_of_a_loop():

@@ -18,9 +18,10 @@ from jaxspec.spec.hooks import required_step
 X, Y = digits(160)
 
 
-def _traced_calls(trace_dir: str) -> list[tuple[int, int]]:
-    """(step_num, steps) of every ``train`` StepTraceAnnotation in the trace(s)."""
-    files = glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.xplane.pb"))
+def _traced_calls(trace_dir: str, run: str = "*") -> list[tuple[int, int]]:
+    """(step_num, steps) of every ``train`` StepTraceAnnotation in the trace(s) (of the
+    profile plugin's ``run`` directories)."""
+    files = glob.glob(os.path.join(trace_dir, "plugins", "profile", run, "*.xplane.pb"))
     assert files, os.listdir(trace_dir)
     calls = []
     for path in files:
@@ -33,8 +34,14 @@ def _traced_calls(trace_dir: str) -> list[tuple[int, int]]:
     return sorted(calls)
 
 
-def _train(tmp_path, hook, steps=20):
-    config = fast_config(str(tmp_path / "m"), steps_per_execution="auto")
+def _runs(trace_dir: str) -> dict[str, list[tuple[int, int]]]:
+    """The profile plugin's runs (one per trace), each with its traced calls."""
+    root = os.path.join(trace_dir, "plugins", "profile")
+    return {run: _traced_calls(trace_dir, run) for run in sorted(os.listdir(root))}
+
+
+def _train(tmp_path, hook, steps=20, steps_per_execution="auto"):
+    config = fast_config(str(tmp_path / "m"), steps_per_execution=steps_per_execution)
     est = jaxspec.Estimator(make_model_fn(as_estimator_spec=True), config=config, init_fn=init_fn)
     est.train(batches_input_fn(X, Y, 16, repeat=True), hooks=[hook], steps=steps)
 
@@ -54,11 +61,35 @@ def test_save_steps_skips_the_compiling_first_loop(tmp_path):
     assert _traced_calls(trace) == [(5, 1)]  # the run ending at step 6, as tf.estimator's
 
 
+@pytest.mark.parametrize("steps_per_execution", ["auto", 1])
+def test_save_steps_traces_a_window_every_n_steps(tmp_path, steps_per_execution):
+    """Issue 46 item 3: save_steps=10 over 45 steps traces the runs ending at 10, 20, 30
+    and 40, each into a run directory of its own (grouped or not), even when they all end
+    within one second."""
+    trace = str(tmp_path / "trace")
+    _train(tmp_path, jaxspec.ProfilerHook(save_steps=10, output_dir=trace), 45, steps_per_execution)
+    runs = _runs(trace)
+    assert sorted(runs.values()) == [[(9, 1)], [(19, 1)], [(29, 1)], [(39, 1)]], runs
+    for run, calls in runs.items():
+        assert run.endswith(f"_step_{calls[0][0]}"), runs
+
+
+def test_save_secs_traces_again_and_again(tmp_path):
+    """save_secs=0: every run after the first is due, so each is traced, in its own run."""
+    trace = str(tmp_path / "trace")
+    _train(tmp_path, jaxspec.ProfilerHook(save_secs=0, output_dir=trace), 6, steps_per_execution=1)
+    runs = _runs(trace)
+    assert sorted(runs.values()) == [[(s, 1)] for s in range(1, 6)], runs
+
+
 def test_window_edges_are_required_steps():
     session = type("S", (), {"global_step": 0})()
     hook = jaxspec.ProfilerHook(save_steps=10, output_dir="/nonexistent")
     hook.after_create_session(session, None)
     assert [required_step(hook, g) for g in (0, 8, 9)] == [9, 9, 10]
+    # asked ahead of after_run, the next windows already count (the loop reads ahead)
+    assert [required_step(hook, g) for g in (10, 18, 19, 20)] == [19, 19, 20, 29]
+    assert hook.reads_state_after(19) and hook.reads_state_after(30) and not hook.reads_state_after(25)
     assert hook.reads_state_after(9) and hook.reads_state_after(10) and not hook.reads_state_after(5)
     one = jaxspec.ProfilerHook(save_steps=1, output_dir="/nonexistent")
     one.after_create_session(session, None)

@@ -36,10 +36,17 @@ class ProgressHook(SessionRunHook):
       when a step's FLOPs and the devices' peak are known, at the steps where
       ``log_step_count_steps`` steps have passed since the previous measurement (steps
       11, 21, ... with 10: the first step only starts the clock, so the first loop's
-      compile is not timed);
+      compile is not timed). The interval of a rate is the wall-clock time (seconds,
+      ``time.time()``) from the previous measured step's results reaching the host to
+      this one's, less the seconds spent compiling in between (tracing, lowering and
+      XLA's compile of each new loop shape, and XLA's compiles of eager operations on
+      the loop's thread: ``jaxspec.loop_cost.CompileClock``, told through ``leave_out``), as
+      TF's StepCounterHook never timed graph construction. A compile that overlaps a
+      loop still running on the devices is left out whole, so such an interval may read
+      at most that overlap short;
     - the ``global_step/sec: ...`` and ``loss = ..., step = ...`` lines at those steps
       and at the first one, ``step`` being the global step the last run started from,
-      as TF's line shows it (0, 10, 20, ...);
+      as TF's line shows it (0, 10, 20, ...), with the same interval in ``(... sec)``;
     - at each compile of the loop, XLA's analysis (``jaxspec.loop_cost``): one INFO line
       and, when ``save_summary_steps`` is set, ``perf/flops_per_step`` and ``memory/*``
       at the compiled loop's first step.
@@ -62,8 +69,9 @@ class ProgressHook(SessionRunHook):
       cost: the LoopCost of an earlier call's compile (for ``perf/mfu`` when this call
         compiles nothing), or None.
 
-    The loop hands it each loop's per-step values (``after_loop``) and each compile's
-    analysis (``after_compile``); it reads neither the state nor stops training.
+    The loop hands it each loop's per-step values (``after_loop``), each compile's
+    analysis (``after_compile``) and seconds (``leave_out``); it reads neither the state
+    nor stops training.
     """
 
     def __init__(
@@ -89,12 +97,17 @@ class ProgressHook(SessionRunHook):
         self._start = 0
         self._timer = SecondOrStepTimer(every_steps=self.log_every) if self.log_every else None
         self._pending: list[tuple[int, dict[str, float]]] = []  # (step, compile summaries)
+        self._compiling = 0.0  # seconds compiled since the previous measured step (or the start)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        """Start counting at the current global step."""
+        """Start counting at the current global step; open the event file now, so that
+        opening it (a one-off of a fraction of a second) is timed in no rate."""
         self._start = int(session.global_step)
+        self._compiling = 0.0
         if self._timer is not None:
             self._timer.reset()
+        if self._timer is not None or self.summary_every:
+            write_scalars(self.model_dir, self._start, {})  # no event: the file and its writer
 
     def next_required_step(self, global_step: int) -> int:
         """The next measured step (the call's first, then ``log_step_count_steps`` after
@@ -116,6 +129,11 @@ class ProgressHook(SessionRunHook):
     def may_stop_after(self, step: int) -> bool:
         """False: it never requests a stop."""
         return False
+
+    def leave_out(self, seconds: float) -> None:
+        """``seconds`` spent compiling (the loop's ``CompileClock``): left out of the
+        interval the next rate is measured over."""
+        self._compiling += seconds
 
     def after_compile(self, cost: LoopCost, first_step: int | None) -> None:
         """One compiled loop's analysis, for the loop whose first dispatch starts after
@@ -163,7 +181,10 @@ class ProgressHook(SessionRunHook):
         by_step = self._summaries(first_step, losses, loss_scales, learning_rates)
         if self._timer is not None and self._timer.should_trigger_for_step(step):
             elapsed, steps = self._timer.update_last_triggered_step(step)
-            rate = None if elapsed is None or steps is None else steps / max(elapsed, 1e-9)
+            if elapsed is not None:  # the compiles in the interval are not timed
+                elapsed = max(elapsed - self._compiling, 1e-9)
+            self._compiling = 0.0
+            rate = None if elapsed is None or steps is None else steps / elapsed
             if rate is not None:
                 by_step.setdefault(step, {}).update(self._rates(rate))
             self._lines(step, len(losses), losses[-1], rate, elapsed)

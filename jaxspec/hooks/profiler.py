@@ -15,6 +15,7 @@ from jaxspec.spec.hooks import (
     SessionRunHook,
     SessionRunValues,
 )
+from jaxspec.store import paths
 
 
 class ProfilerHook(SessionRunHook):
@@ -34,12 +35,20 @@ class ProfilerHook(SessionRunHook):
       traces the first, compiling, loop.
     - ``save_steps=N``: as tf.estimator, the run ending at the first step ``s + N`` (``s``
       the global step at session creation, at least ``s + 2``) and every N steps after it,
-      one step each. The first run, which compiles the loop, is never traced (as
-      tf.estimator, whose first traced run is also its ``N``-th). A traced step of a scan
-      size not yet compiled still compiles inside the trace, before its annotation.
-      With ``iterations_per_loop > 1`` the loops overlapping the window are traced whole.
-    - ``save_secs``: the run after each ``save_secs`` seconds (never the first); with
-      grouped steps it holds the group that follows.
+      one step each: a window ``[e - 1, e)`` for each such end ``e``, every one traced.
+      The first run, which compiles the loop, is never traced (as tf.estimator, whose
+      first traced run is also its ``N``-th). A traced step of a scan size not yet
+      compiled still compiles inside the trace, before its annotation. With
+      ``iterations_per_loop > 1`` the loops overlapping the window are traced whole; the
+      windows stay N steps apart.
+    - ``save_secs``: the run after each ``save_secs`` seconds (never the first), again
+      and again; with grouped steps it holds the group that follows. A run the loop
+      dispatched before the time came is not in it: the trace then holds the next run.
+
+    Each trace is its own run of the profile plugin: the profiler names its directory
+    by the second it ended in (``<run>``), and this hook appends the first traced step,
+    ``<run>_step_<g>``, so two traces within one second never share a directory (the
+    second would overwrite the first's files).
 
     Args:
       save_steps / save_secs: steps or seconds between traces; exactly one unless
@@ -70,11 +79,14 @@ class ProfilerHook(SessionRunHook):
             raise ValueError("ProfilerHook: num_steps must be >= 1 and needs start_step.")
         self._timer = None if start_step is not None else SecondOrStepTimer(save_secs, save_steps)
         self._by_steps = save_steps is not None
+        self._every = max(int(save_steps or 1), 1)  # steps between save_steps windows
         self._window: tuple[int, int] | None = None
         if start_step is not None:
             self._window = (int(start_step), int(start_step) + int(num_steps or 1))
         self._output_dir = output_dir or os.getcwd()
         self._tracing = False
+        self._traced_from = 0  # the global step the open trace started at
+        self._runs_before: set[str] = set()  # the profile plugin's runs when it started
         self._first_run = True
 
     def after_create_session(self, session: Session, coord: Any) -> None:
@@ -94,18 +106,33 @@ class ProfilerHook(SessionRunHook):
         end = max(end, start + 2) if first else end
         return end - 1, end
 
+    def _window_at(self, step: int) -> tuple[int, int] | None:
+        """The window not yet past at global step ``step``: with save_steps, the windows
+        after the current one follow every N steps, so the answer does not wait for
+        ``after_run`` to move the window on (the loop asks ahead of it)."""
+        window = self._window
+        if window is None or not self._by_steps or step < window[1]:
+            return window
+        skipped = (step - window[1]) // self._every + 1
+        return window[0] + skipped * self._every, window[1] + skipped * self._every
+
     def next_required_step(self, global_step: int) -> int:
-        """The window's edges (a run must end at each); NEVER with save_secs or once the
-        window has passed."""
-        if self._window is None:
+        """The coming window's edges (a run must end at each): with save_steps every N
+        steps; NEVER with save_secs or once a start_step window has passed."""
+        window = self._window_at(global_step)
+        if window is None:
             return NEVER
-        a, b = self._window
+        a, b = window
         return a if global_step < a else b if global_step < b else NEVER
 
     def reads_state_after(self, step: int) -> bool:
-        """True at the window's edges only: not a read of the state, but the loop then
-        dispatches the next run after this hook starts or stops the trace."""
-        return self._window is not None and step in self._window
+        """True at a window's edges only (with save_secs: while a trace is open or due):
+        not a read of the state, but the loop then dispatches the next run after this hook
+        starts or stops the trace, so the trace holds exactly the runs it stands for."""
+        if self._timer is not None and not self._by_steps:  # save_secs: a trace open or due
+            return self._tracing or self._timer.should_trigger_for_step(step + 1)
+        window = self._window_at(step - 1)  # the window that a run ending at ``step`` meets
+        return window is not None and step in window
 
     def may_stop_after(self, step: int) -> bool:
         """False: it never requests a stop."""
@@ -116,15 +143,19 @@ class ProfilerHook(SessionRunHook):
         session = run_context.session
         step = 0 if session is None else int(session.global_step)
         if self._window is not None:
-            due = self._window[0] <= step < self._window[1]
+            self._window = self._window_at(step)
+            assert self._window is not None
+            a, b = self._window
+            due = step < b and step + max(run_context.iterations, 1) > a  # the run overlaps it
         else:  # save_secs, or a start_step window already traced (no timer)
             timer = self._timer
             due = timer is not None and not self._first_run and timer.should_trigger_for_step(step + 1)
         if due and not self._tracing:
             import jax
 
+            self._runs_before = set(self._runs())
             jax.profiler.start_trace(self._output_dir)
-            self._tracing = True
+            self._tracing, self._traced_from = True, step
         return SessionRunArgs("global_step")
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
@@ -136,7 +167,7 @@ class ProfilerHook(SessionRunHook):
         self._stop()
         if self._timer is not None:
             self._timer.update_last_triggered_step(step)
-            self._window = self._next_window(step) if self._by_steps else None
+            self._window = self._window_at(step) if self._by_steps else None
         else:
             self._window = None
 
@@ -145,6 +176,14 @@ class ProfilerHook(SessionRunHook):
 
         jax.profiler.stop_trace()
         self._tracing = False
+        for run in sorted(set(self._runs()) - self._runs_before):  # the one this trace wrote
+            root = paths.join(self._output_dir, "plugins", "profile")
+            paths.move(paths.join(root, run), paths.join(root, f"{run}_step_{self._traced_from}"))
+
+    def _runs(self) -> list[str]:
+        """The profile plugin's run directories under ``output_dir``."""
+        root = paths.join(self._output_dir, "plugins", "profile")
+        return paths.listdir(root) if paths.isdir(root) else []
 
     def end(self, session: Session) -> None:
         """Close an open trace."""

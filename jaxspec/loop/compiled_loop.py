@@ -22,10 +22,10 @@ from jaxspec.engine.mesh import (
 )
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
-from jaxspec.loop import eval_totals
+from jaxspec.loop import console, eval_totals
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
-from jaxspec.loop_cost import LoopCost, read_cost
+from jaxspec.loop_cost import CompileClock, LoopCost, read_cost
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import State
 
@@ -62,6 +62,10 @@ class CompiledLoop:
         self.step_key = step_key
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         self.last_compile_secs = 0.0  # seconds the latest dispatch spent lowering and compiling (0: none)
+        # The seconds this call compiles (its loops', and eager operations' on this
+        # thread): rates and the bar's remaining time leave them out. Stopped by stop().
+        self.compile_clock = CompileClock()
+        self.compile_clock.listeners.append(console.leave_out)
         self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
         # Told of each compile: (XLA's analysis, the global step its first dispatch starts at).
         self.on_compile: Callable[[LoopCost, int | None], None] | None = None
@@ -156,7 +160,7 @@ class CompiledLoop:
         compiled = done.get(sig)
         if compiled is None:
             began = time.perf_counter()
-            with self.notes.noting(batch_args, global_step):
+            with self.compile_clock.timing(), self.notes.noting(batch_args, global_step):
                 lowered = None if keep_state else self._cache.lowered.pop(sig, None)
                 if lowered is None:
                     if keep_state and self._cache.jitted_keep is None:
@@ -215,6 +219,10 @@ class CompiledLoop:
         if self.mode == ModeKeys.TRAIN:  # the loop returns the step after it, on the devices
             self._device_step = (global_step + steps, out.step)
         return out
+
+    def stop(self) -> None:
+        """The call is over: stop its compile clock (idempotent)."""
+        self.compile_clock.stop()
 
     def _totals_arguments(self, device_args: tuple[Any, ...], totals: Any) -> tuple[Any, ...]:
         """A carrying eval loop's ``(totals, has_totals)``; () for a loop that carries none."""

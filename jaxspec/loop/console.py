@@ -246,12 +246,60 @@ def undo_basic_config(handlers_before: list[logging.Handler]) -> None:
         logging.root.removeHandler(handler)
 
 
+BAR_WIDTH = 40  # the bar's width (characters) where the terminal has room
+MIN_BAR_WIDTH = 10  # what it shrinks to before the remaining time goes
+
+
+def _counter(completed: int, total: int | None) -> str:
+    """The bar's ``completed/total`` as rich's MofNCompleteColumn writes it."""
+    of = "?" if total is None else str(int(total))
+    return f"{completed:{len(of)}d}/{of}"
+
+
+def info_texts(info: dict[str, float], unit: str) -> list[str]:
+    """The bar's ``info`` (``loss=0.3, global_step_per_sec=12.5``) from longest to
+    shortest: ``loss = 0.3, global_step/sec = 12.5`` (tf.estimator's words), ``loss 0.3,
+    12.5 steps/s``, the first value alone (``loss 0.3``), nothing."""
+    if not info:
+        return [""]
+    full = ", ".join(f"{k.replace('_per_', '/')} = {v:.4g}" for k, v in info.items())
+
+    def short(key: str, value: float) -> str:
+        return f"{value:.3g} {unit}/s" if key.endswith("_per_sec") else f"{key} {value:.3g}"
+
+    brief = ", ".join(short(k, v) for k, v in info.items())
+    first = short(*next(iter(info.items())))
+    return list(dict.fromkeys([full, brief, first, ""]))
+
+
+def fit(
+    width: int, fixed: tuple[str, ...], eta: str, info: dict[str, float], unit: str
+) -> tuple[int, str, str]:
+    """What the bar shows in ``width`` columns beside the ``fixed`` texts (description,
+    ``completed/total``, unit, elapsed time), which are never cut: ``(bar width, eta,
+    info text)``. Room is made by shortening the info (``info_texts``: the full text,
+    then the brief one, with the bar at least half its width), then shrinking the bar to
+    MIN_BAR_WIDTH, shortening the info further, dropping it, then the remaining time,
+    then the bar itself."""
+    texts = info_texts(info, unit)
+    base = sum(len(t) for t in fixed) + len(fixed) + 2  # one space after each column, bar's included
+    tries = [(t, eta, BAR_WIDTH // 2) for t in texts[:2]] + [(t, eta, MIN_BAR_WIDTH) for t in texts[1:]]
+    tries += [("", "", MIN_BAR_WIDTH), ("", "", 0)]
+    for text, shown_eta, least in tries:
+        room = width - 1 - base - len(shown_eta) - len(text)  # rich leaves the last column free
+        if room >= least:
+            return min(BAR_WIDTH, room), shown_eta, text
+    return 0, "", ""
+
+
 class Progress:
     """One call's progress: ``line()`` for tf.estimator's log lines, ``update()`` for the
-    bar. Built by ``running``; also usable with no call running (lines only)."""
+    bar. Built by ``running``; also usable with no call running (lines only).
+    ``terminal``: a ``rich.console.Console`` to draw the bar on, whatever ``mode()``
+    says (default: a bar on stderr where ``mode()`` is ``bar``)."""
 
-    def __init__(self, what: str, total: int | None, unit: str) -> None:
-        self.mode = mode()
+    def __init__(self, what: str, total: int | None, unit: str, terminal: Any = None) -> None:
+        self.mode = BAR if terminal is not None else mode()
         self.what, self.total, self.unit = what, total, unit
         self._bar: Any = None
         self._task: Any = None
@@ -259,22 +307,27 @@ class Progress:
         self._first: tuple[float, int] | None = None  # (time, done) at the first update
         self.done, self._rate = 0, 0.0
         if self.mode == BAR:
-            self._start_bar()
+            self._start_bar(terminal)
 
-    def _start_bar(self) -> None:
+    def _start_bar(self, terminal: Any = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
+        from rich.table import Column
 
+        def whole() -> Column:  # never wrapped (an overlong line is cut, but fit() avoids it)
+            return Column(no_wrap=True)
+
+        self._bar_column = BarColumn(bar_width=BAR_WIDTH, table_column=whole())
         self._bar = RichProgress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(self.unit),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),
-            TextColumn("{task.fields[info]}"),
-            console=Console(file=sys.stderr),
+            TextColumn("{task.description}", table_column=whole()),
+            self._bar_column,
+            MofNCompleteColumn(table_column=whole()),
+            TextColumn(self.unit, table_column=whole()),
+            TimeElapsedColumn(table_column=whole()),
+            TextColumn("{task.fields[eta]}", table_column=whole()),
+            TextColumn("{task.fields[info]}", table_column=whole()),
+            console=terminal if terminal is not None else Console(file=sys.stderr),
             redirect_stdout=False,
             redirect_stderr=False,
         )
@@ -284,7 +337,8 @@ class Progress:
     def update(self, completed: int, **info: float) -> None:
         """Record ``completed`` (of ``total``; in every mode, for ``remaining``) and set
         the bar to it, with the remaining time and ``info`` beside it (e.g.
-        ``loss=0.3``)."""
+        ``loss=0.3``), shortened to fit the terminal's width (``fit``): the step counter
+        is never cut."""
         now = time.perf_counter()
         if self._first is None:
             self._first = (now, completed)
@@ -293,14 +347,28 @@ class Progress:
         self.done = completed
         if self._bar is None:
             return
-        text = ", ".join(f"{k.replace('_per_', '/')} = {v:.4g}" for k, v in info.items())
         left = self.remaining()
         eta = "" if left is None else f"eta {_clock(left)}"
+        fixed = (
+            self.what,
+            _counter(completed, self.total),
+            self.unit,
+            _clock(now - self._started),
+        )
+        width, eta, text = fit(self._bar.console.width, fixed, eta, info, self.unit)
+        self._bar_column.bar_width = width
         self._bar.update(self._task, completed=completed, info=text, eta=eta)
+
+    def leave_out(self, seconds: float) -> None:
+        """Leave ``seconds`` (a compile's) out of the rate and the remaining time: the
+        clock they are measured on, started at the first update, moves on by them."""
+        if self._first is not None:
+            self._first = (self._first[0] + seconds, self._first[1])
 
     def remaining(self) -> float | None:
         """Seconds left to ``total``, at the rate since the first update (so a first
-        loop's compilation does not count); None while the total or a rate is unknown."""
+        loop's compilation does not count, nor a later one: ``leave_out``); None while the
+        total or a rate is unknown."""
         if self.total is None or not self._rate:
             return None
         return max(self.total - self.done, 0) / self._rate
@@ -371,6 +439,13 @@ def remaining_line() -> None:
     steps done.``), at a cadence point, when the total and a rate are known."""
     if _current:
         _current[-1].remaining_line()
+
+
+def leave_out(seconds: float) -> None:
+    """Leave ``seconds`` spent compiling out of the running call's rate and remaining
+    time (``Progress.leave_out``; nothing with no call running)."""
+    if _current:
+        _current[-1].leave_out(seconds)
 
 
 def has_bar() -> bool:

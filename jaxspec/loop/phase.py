@@ -259,8 +259,10 @@ class Phase:
         )
 
     def close(self) -> None:
-        """Stop the input thread, if any (idempotent)."""
+        """Stop the input thread, if any, and the loop's compile clock (idempotent)."""
         self._prefetch_sizes = None
+        if hasattr(self, "loop"):
+            self.loop.stop()
         if self._prefetcher is not None:
             self._prefetcher.close()
             self._prefetcher = None

@@ -123,6 +123,7 @@ def _run_train(
         cost=plan.compile_cache.modes[phase.mode].last_cost,  # an earlier call's compile
     )
     phase.loop.on_compile = own.progress.after_compile
+    phase.loop.compile_clock.listeners.append(own.progress.leave_out)
     runner = phase.begin(hooks, after=own.all)
     last_step = _last_step(runner.hooks, lifecycle.global_step, steps, max_steps)
     console.set_total(None if last_step is None else last_step - lifecycle.global_step)
@@ -177,7 +178,7 @@ def _loops(
         _grouped_loops(phase, runner, own, last_step, preemption)
         return
     duration = phase.plan.loop_duration_secs
-    loops, start, started_at = 0, lifecycle.global_step, time.perf_counter()
+    loops, start, started_at = 0, lifecycle.global_step, _clock_start(phase)
     replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
     affordable = KeepAhead()
@@ -237,8 +238,9 @@ def _account(
 ) -> bool:
     """One loop's results (its scans ``chunks``, in order): NaN check, the lifecycle
     advanced, host calls, summaries and logs, the hooks' after_run. True: a hook asked
-    to stop. ``state_taken``: a loop dispatched ahead took the last chunk's state
-    (donated), so the hooks see ``session.state`` None. ``iterations``: the steps the
+    to stop. ``started_at``: ``_clock_start``'s (the bar's rate leaves compiles out).
+    ``state_taken``: a loop dispatched ahead took the last chunk's state (donated), so
+    the hooks see ``session.state`` None. ``iterations``: the steps the
     hooks' run stood for, when fewer than ``before_run`` was told (a group a SIGTERM
     cut short).
 
@@ -263,7 +265,7 @@ def _account(
     )
     done = lifecycle.global_step - start
     if console.has_bar():
-        rate = done / max(time.perf_counter() - started_at, 1e-9)
+        rate = done / max(time.perf_counter() - started_at - phase.loop.compile_clock.total, 1e-9)
         console.update(done, loss=losses[-1], global_step_per_sec=rate)
     else:
         console.update(done)  # for the remaining time
@@ -272,6 +274,13 @@ def _account(
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
     return bool(runner.after_run(values, spec_values, iterations=iterations))
+
+
+def _clock_start(phase: Phase) -> float:
+    """The start of the bar's rate clock, on ``time.perf_counter``, less the seconds
+    compiled so far: ``perf_counter() - start - compile_clock.total`` is then the time
+    since now without the compiles in between."""
+    return time.perf_counter() - phase.loop.compile_clock.total
 
 
 def _per_step(chunks: list[Chunk], field: str) -> np.ndarray | None:
@@ -311,7 +320,7 @@ def _grouped_loops(
     mode_cache = phase.plan.compile_cache.modes[phase.mode]
     bound = DispatchBound(mode_cache, limit, lambda: preemption.triggered)
     preemption.progress = lambda: max(lifecycle.global_step, bound.done_step)
-    start, started_at = lifecycle.global_step, time.perf_counter()
+    start, started_at = lifecycle.global_step, _clock_start(phase)
     read_ahead: list[tuple[int, Any]] = []  # [(first step, LoopInput) read, not dispatched]
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
