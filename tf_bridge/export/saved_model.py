@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
@@ -31,6 +32,8 @@ from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import modes as _modes
 from tf_bridge.export import signatures as _signatures
+from tf_bridge.export import validation as _validation
+from tf_bridge.export import warmup as _warmup
 from tf_bridge.export.modes import ModeExport
 
 logger = logging.getLogger("tf_bridge")
@@ -236,6 +239,48 @@ def _write_jax_artifact(
             f.write(data)
 
 
+def _serving_checks(
+    temp_dir: str,
+    graphs: Sequence[_modes.ModeGraph],
+    predict: ModeExport,
+    state: Any,
+    global_step: int | None,
+    jax_artifact: bool,
+    warmup_requests: Any,
+    validate: bool | str,
+    tolerances: Mapping[str, float] | None,
+) -> None:
+    """Warmup records and the validation report, inside the atomic export."""
+    main = next(g for g in graphs if g.mode == _modes.PREDICT)
+    example = main.serving["features"]
+    single = not isinstance(example, Mapping)
+    example = {"feature": example} if single else dict(example)
+    rows = _warmup.feature_rows(1 if warmup_requests is None else warmup_requests, example)
+    if warmup_requests is not None:
+        _warmup.write_warmup(temp_dir, rows)
+    if not validate:
+        return
+    step = np.int32(0 if global_step is None else global_step)
+    heads = jax.jit(lambda s, f: predict.fn(s, step, f, None)["heads"])
+
+    def jax_model(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+        out = heads(state, features["feature"] if single else features)
+        return out[main.serving["signatures"][key][0]]
+
+    references: dict[str, Any] = {"jax": jax_model}
+    if jax_artifact and main.serving["signatures"]:
+        from jaxspec.export.serving import load_serving
+
+        served = load_serving(temp_dir)
+
+        def artifact(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+            fn = served[key]
+            return fn(features if fn.inputs_are == "features" else feed)
+
+        references["jax_artifact"] = artifact
+    _validation.validate_export(temp_dir, rows, references, validate, tolerances)
+
+
 def export_all_saved_models(
     export_dir_base: str | bytes | os.PathLike[str],
     modes: Mapping[str, ModeExport],
@@ -247,6 +292,9 @@ def export_all_saved_models(
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
+    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    validate: bool | str = True,
+    validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
     """Export one meta graph per mode and ``state`` as one SavedModel
     (``tf.estimator.Estimator.experimental_export_all_saved_models``).
@@ -278,6 +326,18 @@ def export_all_saved_models(
       jax_artifact: also write ``jax/``, a TF-free artifact of the serving signatures
         (``jax.export`` functions and their weights; ``jaxspec.export.load_serving``
         reads it). Not a tf.estimator argument.
+      warmup_requests: None; an int N (1 to 1000): N requests per serving signature from
+        the receiver's example features (zeros at batch 1); or a list of feature dicts
+        (feature key -> one row's value, no batch axis): written to
+        ``assets.extra/tf_serving_warmup_requests`` for TF Serving to replay
+        (``tf_bridge.export.warmup``). Not a tf.estimator argument.
+      validate: with a PREDICT mode, run the written SavedModel's serving signatures (TF)
+        and the JAX model (and ``jax/``'s functions when written) on the warmup rows (else
+        the receiver's example) and write ``assets.extra/jaxspec_validation.json``
+        (``tf_bridge.export.validation``). True raises ``ExportValidationError`` on a
+        difference beyond tolerance; ``'warn'`` logs it and keeps the export; False skips.
+      validation_tolerances: dtype name (``'float32'``, ``'float16'``, ``'bfloat16'``,
+        ``'float64'``) -> relative tolerance, over the defaults (float32 1e-5).
 
     Returns:
       The export directory ``<export_dir_base>/<unix seconds>`` as bytes (TF returns
@@ -287,7 +347,12 @@ def export_all_saved_models(
 
     Raises:
       ValueError: no valid mode (TF's error), bad heads / receiver / assets_extra,
-        outputs that do not fit the heads, or clashing variable names.
+        outputs that do not fit the heads, or clashing variable names; warmup_requests
+        above 1000 or rows that do not fit the features; a bad ``validate`` (all checked
+        before anything is written, except the rows' fit).
+      ExportValidationError: TF's outputs differ from JAX's beyond tolerance
+        (``validate=True``); no export directory is left.
+      ImportError: warmup_requests without ``tensorflow-serving-api`` (the ``tf`` extra).
       TypeError: a state leaf that is not numeric, or a sparse, ragged or string tensor
         reaching the JAX function.
       ExportCompatibilityError: the installed TensorFlow cannot run what this JAX
@@ -315,8 +380,13 @@ def export_all_saved_models(
                 platforms=platforms,
                 verify=verify,
                 jax_artifact=jax_artifact,
+                warmup_requests=warmup_requests,
+                validate=validate,
+                validation_tolerances=validation_tolerances,
             ),
         )
+    _warmup.check_warmup_requests(warmup_requests)
+    _validation.check_validate(validate, validation_tolerances)
     chosen = modes_in_order(modes)
     if not chosen:
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
@@ -338,6 +408,9 @@ def export_all_saved_models(
             _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
             if jax_artifact:
                 _write_jax_artifact(temp_dir, graphs, modes, state, leaves, global_step, platforms)
+            if _modes.PREDICT in modes and (warmup_requests is not None or validate):
+                _serving_checks(temp_dir, graphs, modes[_modes.PREDICT], state, global_step, jax_artifact,
+                                warmup_requests, validate, validation_tolerances)
         return _record(graphs, leaves, global_step)
 
     def check(temp_dir: str) -> None:
@@ -362,6 +435,9 @@ def export_saved_model(
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
+    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    validate: bool | str = True,
+    validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
     """Export ``serving_fn`` and ``state`` as a SavedModel for TF Serving
     (``tf.estimator.Estimator.export_saved_model``, PREDICT mode, tag ``serve``).
@@ -381,8 +457,8 @@ def export_saved_model(
         PredictOutput; gives each head's kind and a classification head's static class
         vocabulary (tiled to ``[batch, K]`` strings; integer ids go through
         ``tf.strings.as_string`` instead).
-      assets_extra, as_text, global_step, platforms, verify, jax_artifact: as
-        ``export_all_saved_models``.
+      assets_extra, as_text, global_step, platforms, verify, jax_artifact,
+        warmup_requests, validate, validation_tolerances: as ``export_all_saved_models``.
 
     Returns:
       The export directory as bytes (see ``export_all_saved_models``).
@@ -405,4 +481,7 @@ def export_saved_model(
         platforms=platforms,
         verify=verify,
         jax_artifact=jax_artifact,
+        warmup_requests=warmup_requests,
+        validate=validate,
+        validation_tolerances=validation_tolerances,
     )

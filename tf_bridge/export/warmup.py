@@ -1,0 +1,241 @@
+"""TF Serving warmup records: ``assets.extra/tf_serving_warmup_requests``.
+
+TF Serving replays this file (a TFRecord file of ``tensorflow.serving.PredictionLog``
+protos, at most 1000 records) before it marks a model version ready, so the first real
+requests do not pay for lazy initialisation. tf.estimator has no helper for it; both
+SavedModel writers (jaxspec models and TF model_fns) call ``write_warmup`` inside their
+atomic export.
+
+What each request holds follows its SignatureDef, read from the written
+``saved_model.pb`` (the one description both wings share): a ``tensorflow/serving/classify``
+signature gets a ``ClassificationRequest`` and a ``tensorflow/serving/regress`` one a
+``RegressionRequest``, each with ``tf.Example``s; a ``tensorflow/serving/predict`` one a
+``PredictRequest`` with its inputs by name, or serialized ``tf.Example``s when its only
+input is a string tensor (a parsing receiver). One record per row and signature, each
+request holding one row.
+
+The protos come from TF Serving's own Python package, ``tensorflow-serving-api``
+(the ``tf`` extra), imported only here, when records are written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+MAX_RECORDS = 1000  # TF Serving reads no more than this many warmup records
+SERVE_TAG = "serve"
+CLASSIFY = "tensorflow/serving/classify"
+REGRESS = "tensorflow/serving/regress"
+PREDICT = "tensorflow/serving/predict"
+
+Rows = list[dict[str, np.ndarray]]
+
+
+def check_warmup_requests(warmup_requests: Any) -> None:
+    """Check ``warmup_requests`` before anything is written.
+
+    Raises:
+      ValueError: an int below 1 or above 1000 (TF Serving's limit), or an empty list /
+        a list of more than 1000 rows.
+      TypeError: neither None, an int, nor a list of feature dicts.
+    """
+    if warmup_requests is None:
+        return
+    if isinstance(warmup_requests, bool):
+        raise TypeError("warmup_requests has to be None, an int or a list of feature dicts; got a bool.")
+    if isinstance(warmup_requests, (int, np.integer)):
+        count = int(warmup_requests)
+    elif isinstance(warmup_requests, Sequence) and not isinstance(warmup_requests, (str, bytes)):
+        for i, row in enumerate(warmup_requests):
+            if not isinstance(row, Mapping):
+                raise TypeError(f"warmup_requests[{i}] has to be a dict of feature name to value; got {type(row).__name__}.")
+        count = len(warmup_requests)
+    else:
+        raise TypeError(
+            f"warmup_requests has to be None, an int or a list of feature dicts; got {type(warmup_requests).__name__}."
+        )
+    if not 1 <= count <= MAX_RECORDS:
+        raise ValueError(
+            f"warmup_requests has to ask for 1 to {MAX_RECORDS} requests per signature "
+            f"(TF Serving reads at most {MAX_RECORDS} records); got {count}."
+        )
+
+
+def feature_rows(warmup_requests: Any, example: Mapping[str, np.ndarray]) -> Rows:
+    """The rows to send: the user's feature dicts (each value one row, no batch axis),
+    or ``warmup_requests`` copies of ``example``'s first row (the receiver's features at
+    batch 1, zeros). Values are cast to the example's dtypes.
+
+    Raises:
+      ValueError: a row whose keys differ from the features' or whose value's shape
+        does not fit the feature.
+    """
+    if not isinstance(warmup_requests, Sequence):
+        return [{k: np.asarray(v)[0] for k, v in example.items()} for _ in range(int(warmup_requests))]
+    rows: Rows = []
+    for i, row in enumerate(warmup_requests):
+        if set(row) != set(example):
+            raise ValueError(
+                f"warmup_requests[{i}] has features {sorted(row)}; the receiver's are {sorted(example)}."
+            )
+        cast = {k: np.asarray(row[k], dtype=example[k].dtype) for k in example}
+        for k, value in cast.items():
+            want = example[k].shape[1:]
+            if value.ndim != len(want) or any(w != 1 and w != v for w, v in zip(want, value.shape)):
+                raise ValueError(
+                    f"warmup_requests[{i}][{k!r}] has shape {value.shape}; the feature's row shape is {want}."
+                )
+        rows.append(cast)
+    return rows
+
+
+def receiver_example(receiver_fn: Any) -> dict[str, np.ndarray]:
+    """Zeros at batch 1 (unknown dimensions 1) shaped like ``receiver_fn``'s features,
+    built in a scratch graph, by feature key (``'feature'`` for a single tensor)."""
+    with tf.Graph().as_default():
+        features = receiver_fn().features
+        zeros = tf.nest.map_structure(
+            lambda t: np.zeros([1 if d is None else d for d in t.shape.as_list()], t.dtype.as_numpy_dtype),
+            features,
+        )
+    return dict(zeros) if isinstance(zeros, Mapping) else {"feature": zeros}
+
+
+def batch(rows: Rows) -> dict[str, np.ndarray]:
+    """Rows stacked on a new axis 0: ``{feature: [len(rows), ...]}``."""
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
+def serving_signatures(export_dir: str) -> dict[str, Any]:
+    """The ``serve`` meta graph's SignatureDefs ``{key: SignatureDef}`` of ``export_dir``
+    (classify, regress and predict ones only), read from its ``saved_model.pb``/``.pbtxt``."""
+    proto = saved_model_pb2.SavedModel()
+    binary = os.path.join(export_dir, "saved_model.pb")
+    if tf.io.gfile.exists(binary):
+        with tf.io.gfile.GFile(binary, "rb") as f:
+            proto.ParseFromString(f.read())
+    else:
+        from google.protobuf import text_format
+
+        with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pbtxt"), "r") as f:
+            text_format.Parse(f.read(), proto)
+    for meta in proto.meta_graphs:
+        if SERVE_TAG in meta.meta_info_def.tags:
+            return {
+                k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)
+            }
+    return {}
+
+
+def _feature(value: np.ndarray) -> tf.train.Feature:
+    flat = np.asarray(value).reshape(-1)
+    if flat.dtype.kind in "biu":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.astype(np.int64).tolist()))
+    if flat.dtype.kind == "f":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=flat.astype(np.float32).tolist()))
+    if flat.dtype.kind in "SUO":
+        values = [v if isinstance(v, bytes) else str(v).encode() for v in flat.tolist()]
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    raise TypeError(f"a feature of dtype {flat.dtype} cannot go into a tf.Example.")
+
+
+def example_proto(row: Mapping[str, np.ndarray]) -> Any:
+    """One ``tf.train.Example`` of a row (ints as int64_list, floats as float_list,
+    strings as bytes_list, each flattened as ``tf.io.parse_example`` reads it back)."""
+    return tf.train.Example(features=tf.train.Features(feature={k: _feature(v) for k, v in row.items()}))
+
+
+def signature_feed(signature: Any, rows: Rows) -> dict[str, np.ndarray]:
+    """What ``signature`` takes for ``rows``: ``{input name: array}``. Its inputs by name
+    from the rows when the rows have them all (a raw receiver); else its one string input
+    holds the rows as serialized ``tf.Example``s (a parsing receiver; classify and regress
+    always).
+
+    Raises:
+      ValueError: neither fits (the message names the signature's inputs).
+    """
+    names = sorted(signature.inputs)
+    if signature.method_name == PREDICT and set(names) <= set(rows[0]):
+        return {n: np.stack([r[n] for r in rows]) for n in names}
+    if len(names) == 1 and signature.inputs[names[0]].dtype == tf.string.as_datatype_enum:
+        return {names[0]: np.array([example_proto(r).SerializeToString() for r in rows], dtype=object)}
+    raise ValueError(
+        f"warmup: the signature takes inputs {names}, which are neither the features {sorted(rows[0])} "
+        "nor one string tensor of tf.Examples."
+    )
+
+
+def _serving_apis() -> Any:
+    try:
+        from tensorflow_serving.apis import (
+            classification_pb2,
+            predict_pb2,
+            prediction_log_pb2,
+            regression_pb2,
+        )
+    except ImportError as e:
+        raise ImportError(
+            "warmup_requests needs TF Serving's protos from the 'tensorflow-serving-api' package: "
+            "install jaxspec's 'tf' extra (pip install 'jaxspec[tf]')."
+        ) from e
+    return classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
+
+
+def _log(key: str, signature: Any, feed: Mapping[str, np.ndarray]) -> Any:
+    """One PredictionLog holding the request for ``signature`` (one row)."""
+    classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2 = _serving_apis()
+    if signature.method_name == PREDICT:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.signature_name = key
+        for name, value in feed.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+    (serialized,) = feed.values()
+    examples = [tf.train.Example.FromString(s) for s in serialized]
+    if signature.method_name == CLASSIFY:
+        c_request = classification_pb2.ClassificationRequest()
+        c_request.model_spec.signature_name = key
+        c_request.input.example_list.examples.extend(examples)
+        return prediction_log_pb2.PredictionLog(
+            classify_log=prediction_log_pb2.ClassifyLog(request=c_request)
+        )
+    r_request = regression_pb2.RegressionRequest()
+    r_request.model_spec.signature_name = key
+    r_request.input.example_list.examples.extend(examples)
+    return prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=r_request))
+
+
+def write_warmup(export_dir: str, rows: Rows, signatures: Mapping[str, Any] | None = None) -> str:
+    """Write ``<export_dir>/assets.extra/tf_serving_warmup_requests``: for each serving
+    signature (``serving_signatures(export_dir)`` unless given) one request per row.
+
+    Returns:
+      The file's path.
+
+    Raises:
+      ImportError: ``tensorflow-serving-api`` is not installed (the ``tf`` extra).
+      ValueError: more than 1000 records in all (rows × signatures), or a signature the
+        rows cannot feed (see ``signature_feed``).
+    """
+    signatures = serving_signatures(export_dir) if signatures is None else signatures
+    total = len(rows) * len(signatures)
+    if total > MAX_RECORDS:
+        raise ValueError(
+            f"warmup_requests: {len(rows)} rows × {len(signatures)} serving signatures is {total} records; "
+            f"TF Serving reads at most {MAX_RECORDS}."
+        )
+    _serving_apis()
+    logs = [_log(key, sig, signature_feed(sig, [row])) for key, sig in signatures.items() for row in rows]
+    path = os.path.join(export_dir, "assets.extra", WARMUP_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.TFRecordWriter(path) as writer:
+        for log in logs:
+            writer.write(log.SerializeToString())
+    return path
