@@ -249,16 +249,24 @@ def _serving_checks(
     warmup_requests: Any,
     validate: bool | str,
     tolerances: Mapping[str, float] | None,
+    runs_here: bool,
 ) -> None:
-    """Warmup records and the validation report, inside the atomic export."""
+    """Warmup records and the validation report, inside the atomic export (both only
+    checked against TF when ``runs_here``: the load check passed)."""
     main = next(g for g in graphs if g.mode == _modes.PREDICT)
     example = main.serving["features"]
     single = not isinstance(example, Mapping)
     example = {"feature": example} if single else dict(example)
     rows = _warmup.feature_rows(1 if warmup_requests is None else warmup_requests, example)
+    keys = sorted(example)  # the features flattened (sorted keys): main.serving's indices
+    names = {
+        key: {name: keys[i] for name, i in inputs.items()}
+        for key, (_, inputs, inputs_are) in main.serving["signatures"].items()
+        if inputs_are == "receiver_tensors"
+    }
     if warmup_requests is not None:
-        _warmup.write_warmup(temp_dir, rows)
-    if not validate:
+        _warmup.write_warmup(temp_dir, rows, names, replay=runs_here)
+    if not (validate and runs_here):
         return
     step = np.int32(0 if global_step is None else global_step)
     heads = jax.jit(lambda s, f: predict.fn(s, step, f, None)["heads"])
@@ -278,7 +286,7 @@ def _serving_checks(
             return fn(features if fn.inputs_are == "features" else feed)
 
         references["jax_artifact"] = artifact
-    _validation.validate_export(temp_dir, rows, references, validate, tolerances)
+    _validation.validate_export(temp_dir, rows, references, validate, tolerances, names)
 
 
 def export_all_saved_models(
@@ -334,7 +342,8 @@ def export_all_saved_models(
       validate: with a PREDICT mode, run the written SavedModel's serving signatures (TF)
         and the JAX model (and ``jax/``'s functions when written) on the warmup rows (else
         the receiver's example) and write ``assets.extra/jaxspec_validation.json``
-        (``tf_bridge.export.validation``). True raises ``ExportValidationError`` on a
+        (``tf_bridge.export.validation``), after the load check; not with ``verify=False``
+        (TF may not run the model here; nor are the warmup records replayed then). True raises ``ExportValidationError`` on a
         difference beyond tolerance; ``'warn'`` logs it and keeps the export; False skips.
       validation_tolerances: dtype name (``'float32'``, ``'float16'``, ``'bfloat16'``,
         ``'float64'``) -> relative tolerance, over the defaults (float32 1e-5).
@@ -408,16 +417,28 @@ def export_all_saved_models(
             _write(temp_dir, graphs, [v for _, v in leaves], global_step, as_text)
             if jax_artifact:
                 _write_jax_artifact(temp_dir, graphs, modes, state, leaves, global_step, platforms)
-            if _modes.PREDICT in modes and (warmup_requests is not None or validate):
-                _serving_checks(temp_dir, graphs, modes[_modes.PREDICT], state, global_step, jax_artifact,
-                                warmup_requests, validate, validation_tolerances)
         return _record(graphs, leaves, global_step)
 
     def check(temp_dir: str) -> None:
         with _deprecation.silence():
-            _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+            if verify:
+                _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+            if _modes.PREDICT in modes and (warmup_requests is not None or (validate and verify)):
+                # Without verify TF may not run the model here: no validation, no replay.
+                _serving_checks(
+                    temp_dir,
+                    graphs,
+                    modes[_modes.PREDICT],
+                    state,
+                    global_step,
+                    jax_artifact,
+                    warmup_requests,
+                    validate,
+                    validation_tolerances,
+                    verify,
+                )
 
-    final = write_export_dir(export_dir_base, write, assets_extra, check if verify else None)
+    final = write_export_dir(export_dir_base, write, assets_extra, check)
     logger.info("SavedModel with %s written to %s.", ", ".join(",".join(g.tags) for g in graphs), final)
     return tf.compat.as_bytes(final)
 

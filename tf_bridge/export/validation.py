@@ -98,14 +98,22 @@ def _versions() -> dict[str, str]:
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tensorflow": tf.__version__}
 
 
-def _tf_outputs(export_dir: str, signatures: Mapping[str, Any], rows: _warmup.Rows) -> dict[str, Any]:
+def _tf_outputs(
+    export_dir: str, rows: _warmup.Rows, names: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """TF's outputs per serving signature, and the signatures the rows cannot feed (with
+    why: e.g. a receiver that parses tf.Example feature names other than the features')."""
     loaded = tf.saved_model.load(export_dir, tags=[_warmup.SERVE_TAG])
-    outputs = {}
-    for key, sig in signatures.items():
-        feed = _warmup.signature_feed(sig, rows)
-        result = loaded.signatures[key](**{k: tf.constant(v) for k, v in feed.items()})
-        outputs[key] = (feed, {k: v.numpy() for k, v in result.items()})
-    return outputs
+    outputs, skipped = {}, {}
+    parsed = _warmup.parsed_example_keys(export_dir)
+    for key, sig in _warmup.serving_signatures(export_dir).items():
+        try:
+            feed = _warmup.signature_feed(sig, rows, names.get(key), parsed)
+            outputs[key] = (feed, _warmup.run_signature(loaded, key, feed))
+        except ValueError as e:
+            skipped[key] = str(e)
+            logger.warning("export validation: signature %r not compared: %s", key, e)
+    return outputs, skipped
 
 
 def validate_export(
@@ -114,6 +122,7 @@ def validate_export(
     references: Mapping[str, Reference],
     validate: bool | str = True,
     tolerances: Mapping[str, float] | None = None,
+    names: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Compare the SavedModel in ``export_dir`` with JAX on ``rows`` and write the report.
 
@@ -125,19 +134,20 @@ def validate_export(
         reference does not are listed under ``not_compared``.
       validate: True raises on a difference above tolerance; ``'warn'`` logs it.
       tolerances: dtype name -> relative tolerance, over ``DEFAULT_TOLERANCES``.
+      names: signature key -> input name -> feature key (``warmup.signature_feed``).
 
     Returns:
       The report (also written to ``assets.extra/jaxspec_validation.json``): versions,
       rows, and per reference, signature and output the max absolute and relative
-      difference, the tolerances and pass/fail; ``passed`` over all.
+      difference, the tolerances and pass/fail; ``passed`` over all; ``skipped``: the
+      signatures the rows could not feed, with why (logged as warnings, not failures).
 
     Raises:
       ExportValidationError: an output differs beyond tolerance and ``validate`` is True.
     """
-    signatures = _warmup.serving_signatures(export_dir)
     features = _warmup.batch(rows)
-    tf_out = _tf_outputs(export_dir, signatures, rows)
-    report: dict[str, Any] = {"versions": _versions(), "rows": len(rows), "references": {}}
+    tf_out, skipped = _tf_outputs(export_dir, rows, names or {})
+    report: dict[str, Any] = {"versions": _versions(), "rows": len(rows), "references": {}, "skipped": skipped}
     failed = []
     for name, reference in references.items():
         per_sig: dict[str, Any] = {}

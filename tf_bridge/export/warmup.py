@@ -113,9 +113,9 @@ def batch(rows: Rows) -> dict[str, np.ndarray]:
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
-def serving_signatures(export_dir: str) -> dict[str, Any]:
-    """The ``serve`` meta graph's SignatureDefs ``{key: SignatureDef}`` of ``export_dir``
-    (classify, regress and predict ones only), read from its ``saved_model.pb``/``.pbtxt``."""
+def _serve_meta_graph(export_dir: str) -> Any:
+    """The ``serve`` MetaGraphDef of ``export_dir``'s ``saved_model.pb``/``.pbtxt`` (None
+    without one)."""
     proto = saved_model_pb2.SavedModel()
     binary = os.path.join(export_dir, "saved_model.pb")
     if tf.io.gfile.exists(binary):
@@ -126,12 +126,38 @@ def serving_signatures(export_dir: str) -> dict[str, Any]:
 
         with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pbtxt"), "r") as f:
             text_format.Parse(f.read(), proto)
-    for meta in proto.meta_graphs:
-        if SERVE_TAG in meta.meta_info_def.tags:
-            return {
-                k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)
-            }
-    return {}
+    return next((m for m in proto.meta_graphs if SERVE_TAG in m.meta_info_def.tags), None)
+
+
+def serving_signatures(export_dir: str) -> dict[str, Any]:
+    """The ``serve`` meta graph's SignatureDefs ``{key: SignatureDef}`` of ``export_dir``
+    (classify, regress and predict ones only)."""
+    meta = _serve_meta_graph(export_dir)
+    if meta is None:
+        return {}
+    return {k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)}
+
+
+def parsed_example_keys(export_dir: str) -> frozenset[str]:
+    """The tf.Example feature names the ``serve`` graph parses: the string constants fed
+    to its ``ParseExample*`` ops (keys; also string defaults, which do no harm here). A
+    string receiver tensor that reaches no such op takes something else than tf.Examples
+    (e.g. words for a lookup table), so no request is made of tf.Examples for it."""
+    meta = _serve_meta_graph(export_dir)
+    if meta is None:
+        return frozenset()
+    nodes = {n.name: n for n in meta.graph_def.node}
+    for function in meta.graph_def.library.function:
+        nodes.update({n.name: n for n in function.node_def})
+    keys: set[str] = set()
+    for node in nodes.values():
+        if not node.op.startswith(("ParseExample", "ParseSingleExample")):
+            continue
+        for name in node.input[1:]:
+            const = nodes.get(name.split(":")[0].lstrip("^"))
+            if const is not None and const.op == "Const" and const.attr["dtype"].type == tf.string.as_datatype_enum:
+                keys.update(v.decode() for v in tf.make_ndarray(const.attr["value"].tensor).reshape(-1).tolist())
+    return frozenset(keys)
 
 
 def _feature(value: np.ndarray) -> tf.train.Feature:
@@ -152,24 +178,45 @@ def example_proto(row: Mapping[str, np.ndarray]) -> Any:
     return tf.train.Example(features=tf.train.Features(feature={k: _feature(v) for k, v in row.items()}))
 
 
-def signature_feed(signature: Any, rows: Rows) -> dict[str, np.ndarray]:
+def signature_feed(
+    signature: Any, rows: Rows, names: Mapping[str, str] | None, example_keys: frozenset[str]
+) -> dict[str, np.ndarray]:
     """What ``signature`` takes for ``rows``: ``{input name: array}``. Its inputs by name
-    from the rows when the rows have them all (a raw receiver); else its one string input
+    (``names``: input name -> feature key, when the writer knows them; else the rows'
+    own keys) when the rows have them all (a raw receiver); else its one string input
     holds the rows as serialized ``tf.Example``s (a parsing receiver; classify and regress
-    always).
+    always), their feature names the rows' keys, which the graph must parse
+    (``example_keys``, from ``parsed_example_keys``).
 
     Raises:
       ValueError: neither fits (the message names the signature's inputs).
     """
-    names = sorted(signature.inputs)
-    if signature.method_name == PREDICT and set(names) <= set(rows[0]):
-        return {n: np.stack([r[n] for r in rows]) for n in names}
-    if len(names) == 1 and signature.inputs[names[0]].dtype == tf.string.as_datatype_enum:
-        return {names[0]: np.array([example_proto(r).SerializeToString() for r in rows], dtype=object)}
+    inputs = sorted(signature.inputs)
+    names = dict(names) if names else {n: n for n in inputs}
+    if signature.method_name == PREDICT and set(inputs) <= set(names) and set(names.values()) <= set(rows[0]):
+        return {n: np.stack([r[names[n]] for r in rows]) for n in inputs}
+    is_string = len(inputs) == 1 and signature.inputs[inputs[0]].dtype == tf.string.as_datatype_enum
+    if is_string and set(rows[0]) <= example_keys:
+        return {inputs[0]: np.array([example_proto(r).SerializeToString() for r in rows], dtype=object)}
     raise ValueError(
-        f"warmup: the signature takes inputs {names}, which are neither the features {sorted(rows[0])} "
-        "nor one string tensor of tf.Examples."
+        f"warmup: the signature takes inputs {inputs}, which are neither the features {sorted(rows[0])} "
+        f"nor one string tensor of tf.Examples with those features (the graph parses {sorted(example_keys)})."
     )
+
+
+def run_signature(loaded: Any, key: str, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run signature ``key`` of a ``tf.saved_model.load``-ed model on ``feed``.
+
+    Raises:
+      ValueError: TF refused the feed (e.g. tf.Examples whose feature names the
+        receiver does not parse), naming the signature.
+    """
+    try:
+        result = loaded.signatures[key](**{k: tf.constant(v) for k, v in feed.items()})
+    except (tf.errors.InvalidArgumentError, TypeError) as e:
+        first = str(e).strip().splitlines()[0]
+        raise ValueError(f"signature {key!r} cannot run on the rows ({sorted(feed)}): {first}") from e
+    return {k: v.numpy() for k, v in result.items()}
 
 
 def _serving_apis() -> Any:
@@ -212,9 +259,14 @@ def _log(key: str, signature: Any, feed: Mapping[str, np.ndarray]) -> Any:
     return prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=r_request))
 
 
-def write_warmup(export_dir: str, rows: Rows, signatures: Mapping[str, Any] | None = None) -> str:
+def write_warmup(
+    export_dir: str, rows: Rows, names: Mapping[str, Mapping[str, str]] | None = None, replay: bool = True
+) -> str:
     """Write ``<export_dir>/assets.extra/tf_serving_warmup_requests``: for each serving
-    signature (``serving_signatures(export_dir)`` unless given) one request per row.
+    signature one request per row (``names``: signature key -> its input name -> feature
+    key, see ``signature_feed``). With ``replay`` each signature is first run once on all
+    the rows with the loaded SavedModel, so a record TF Serving would refuse is never
+    written (without it, for a model this TF cannot run, the records are written unchecked).
 
     Returns:
       The file's path.
@@ -222,9 +274,10 @@ def write_warmup(export_dir: str, rows: Rows, signatures: Mapping[str, Any] | No
     Raises:
       ImportError: ``tensorflow-serving-api`` is not installed (the ``tf`` extra).
       ValueError: more than 1000 records in all (rows × signatures), or a signature the
-        rows cannot feed (see ``signature_feed``).
+        rows cannot feed (see ``signature_feed``, ``run_signature``).
     """
-    signatures = serving_signatures(export_dir) if signatures is None else signatures
+    signatures = serving_signatures(export_dir)
+    names = names or {}
     total = len(rows) * len(signatures)
     if total > MAX_RECORDS:
         raise ValueError(
@@ -232,7 +285,16 @@ def write_warmup(export_dir: str, rows: Rows, signatures: Mapping[str, Any] | No
             f"TF Serving reads at most {MAX_RECORDS}."
         )
     _serving_apis()
-    logs = [_log(key, sig, signature_feed(sig, [row])) for key, sig in signatures.items() for row in rows]
+    parsed = parsed_example_keys(export_dir)
+    if replay:
+        loaded = tf.saved_model.load(export_dir, tags=[SERVE_TAG])
+        for key, sig in signatures.items():
+            run_signature(loaded, key, signature_feed(sig, rows, names.get(key), parsed))
+    logs = [
+        _log(key, sig, signature_feed(sig, [row], names.get(key), parsed))
+        for key, sig in signatures.items()
+        for row in rows
+    ]
     path = os.path.join(export_dir, "assets.extra", WARMUP_FILE)
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.TFRecordWriter(path) as writer:
