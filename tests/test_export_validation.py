@@ -60,7 +60,9 @@ def _report(path: str) -> dict:
 
 def _tf_logits(path: str) -> np.ndarray:
     loaded = tf.saved_model.load(path, tags=["serve"])
-    return loaded.signatures["serving_default"](x=tf.constant(np.stack([r["x"] for r in ROWS])))["logits"].numpy()
+    return loaded.signatures["serving_default"](x=tf.constant(np.stack([r["x"] for r in ROWS])))[
+        "logits"
+    ].numpy()
 
 
 def _jax_logits(est) -> np.ndarray:
@@ -72,7 +74,11 @@ def test_report_says_what_was_compared(est, tmp_path):
     path = est.export_saved_model(str(tmp_path / "ok"), PARSING, warmup_requests=ROWS).decode()
     report = _report(path)
     assert report["passed"] and report["failed"] == [] and report["rows"] == len(ROWS)
-    assert report["versions"] == {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tensorflow": tf.__version__}
+    assert report["versions"] == {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "tensorflow": tf.__version__,
+    }
     jax_side = report["references"]["jax"]
     assert sorted(jax_side) == ["classify", "serving_default"]
     logits = jax_side["serving_default"]["outputs"]["logits"]
@@ -92,7 +98,9 @@ def test_perturbed_variable_fails_and_leaves_no_export(est, tmp_path, perturbed)
 
 def test_warn_logs_and_keeps_the_export_with_the_differences(est, tmp_path, perturbed, caplog):
     with caplog.at_level(logging.WARNING, logger="tf_bridge"):
-        path = est.export_saved_model(str(tmp_path / "warn"), RAW, warmup_requests=ROWS, validate="warn").decode()
+        path = est.export_saved_model(
+            str(tmp_path / "warn"), RAW, warmup_requests=ROWS, validate="warn"
+        ).decode()
     assert "validate='warn'" in caplog.text
     report = _report(path)
     assert not report["passed"] and "jax:serving_default/logits" in report["failed"]
@@ -122,7 +130,9 @@ def test_bad_validate_arguments_raise_before_writing(est, tmp_path):
 
 
 def test_jax_artifact_is_validated_too(est, tmp_path):
-    path = est.export_saved_model(str(tmp_path / "art"), PARSING, jax_artifact=True, warmup_requests=ROWS).decode()
+    path = est.export_saved_model(
+        str(tmp_path / "art"), PARSING, jax_artifact=True, warmup_requests=ROWS
+    ).decode()
     report = _report(path)
     assert report["passed"]
     artifact = report["references"]["jax_artifact"]

@@ -67,7 +67,13 @@ def _replay(export_dir: str, log) -> tuple[str, dict]:
 def test_parsing_receiver_records_replay_as_predict(est, tmp_path):
     path = est.export_saved_model(str(tmp_path / "parsing"), PARSING, warmup_requests=ROWS).decode()
     logs = _records(path)
-    kinds = sorted((log.WhichOneof("log_type"), getattr(log, log.WhichOneof("log_type")).request.model_spec.signature_name) for log in logs)
+    kinds = sorted(
+        (
+            log.WhichOneof("log_type"),
+            getattr(log, log.WhichOneof("log_type")).request.model_spec.signature_name,
+        )
+        for log in logs
+    )
     assert kinds == [("classify_log", "classify")] * 5 + [("predict_log", "serving_default")] * 5
     want = _logits(est, ROWS)
     seen = {"classify": [], "serving_default": []}
@@ -128,7 +134,9 @@ def test_missing_serving_api_names_the_tf_extra(est, tmp_path, monkeypatch):
 
 
 def _tf_model_fn(features, labels, mode):
-    kernel = tf.compat.v1.get_variable("kernel", [4, 3], initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
+    kernel = tf.compat.v1.get_variable(
+        "kernel", [4, 3], initializer=tf.compat.v1.glorot_uniform_initializer(seed=1)
+    )
     logits = tf.matmul(features["x"], kernel)
     if mode == tf_bridge.ModeKeys.PREDICT:
         return tf_bridge.EstimatorSpec(
@@ -152,7 +160,9 @@ def test_tf_model_fn_export_writes_warmup(tmp_path):
     logs = _records(path)
     assert len(logs) == 3
     got = np.concatenate([_replay(path, log)[1]["logits"] for log in logs])
-    want = np.stack([p["logits"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x[:3]}).batch(3))])
+    want = np.stack(
+        [p["logits"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x[:3]}).batch(3))]
+    )
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     base = tmp_path / "tf_too_many"
     with pytest.raises(ValueError, match="warmup_requests"):

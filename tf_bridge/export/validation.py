@@ -147,14 +147,23 @@ def validate_export(
     """
     features = _warmup.batch(rows)
     tf_out, skipped = _tf_outputs(export_dir, rows, names or {})
-    report: dict[str, Any] = {"versions": _versions(), "rows": len(rows), "references": {}, "skipped": skipped}
+    report: dict[str, Any] = {
+        "versions": _versions(),
+        "rows": len(rows),
+        "references": {},
+        "skipped": skipped,
+    }
     failed = []
     for name, reference in references.items():
         per_sig: dict[str, Any] = {}
         for key, (feed, outputs) in tf_out.items():
             want = {k: np.asarray(v) for k, v in reference(key, features, feed).items()}
             # TF's string classes against JAX's integer ids are not the same quantity.
-            same = [k for k in sorted(outputs) if k in want and (outputs[k].dtype.kind in "SUO") == (want[k].dtype.kind in "SUO")]
+            same = [
+                k
+                for k in sorted(outputs)
+                if k in want and (outputs[k].dtype.kind in "SUO") == (want[k].dtype.kind in "SUO")
+            ]
             compared = {k: compare(outputs[k], want[k], tolerances) for k in same}
             per_sig[key] = {"outputs": compared, "not_compared": sorted(set(outputs) - set(same))}
             failed += [f"{name}:{key}/{k}" for k, v in compared.items() if not v["passed"]]
@@ -166,7 +175,9 @@ def validate_export(
     with tf.io.gfile.GFile(path, "w") as f:
         f.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
     if failed:
-        message = f"export validation: {', '.join(failed)} differ from JAX beyond tolerance (see {REPORT_FILE})."
+        message = (
+            f"export validation: {', '.join(failed)} differ from JAX beyond tolerance (see {REPORT_FILE})."
+        )
         if validate == "warn":
             logger.warning("%s The export is kept (validate='warn').", message)
         else:
@@ -178,7 +189,10 @@ def validate_export(
 def summary(report: Mapping[str, Any]) -> str:
     """The report in one line: pass/fail, outputs compared, the largest relative difference."""
     entries = [
-        o for per_sig in report["references"].values() for s in per_sig.values() for o in s["outputs"].values()
+        o
+        for per_sig in report["references"].values()
+        for s in per_sig.values()
+        for o in s["outputs"].values()
     ]
     rel = max((o["max_rel_diff"] or 0.0 for o in entries), default=0.0)
     verdict = "passed" if report["passed"] else f"FAILED ({len(report['failed'])} outputs)"

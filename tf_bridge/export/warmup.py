@@ -55,7 +55,9 @@ def check_warmup_requests(warmup_requests: Any) -> None:
     elif isinstance(warmup_requests, Sequence) and not isinstance(warmup_requests, (str, bytes)):
         for i, row in enumerate(warmup_requests):
             if not isinstance(row, Mapping):
-                raise TypeError(f"warmup_requests[{i}] has to be a dict of feature name to value; got {type(row).__name__}.")
+                raise TypeError(
+                    f"warmup_requests[{i}] has to be a dict of feature name to value; got {type(row).__name__}."
+                )
         count = len(warmup_requests)
     else:
         raise TypeError(
@@ -88,7 +90,9 @@ def feature_rows(warmup_requests: Any, example: Mapping[str, np.ndarray]) -> Row
         cast = {k: np.asarray(row[k], dtype=example[k].dtype) for k in example}
         for k, value in cast.items():
             want = example[k].shape[1:]
-            if value.ndim != len(want) or any(w != 1 and w != v for w, v in zip(want, value.shape)):
+            if value.ndim != len(want) or any(
+                w != 1 and w != v for w, v in zip(want, value.shape, strict=True)
+            ):
                 raise ValueError(
                     f"warmup_requests[{i}][{k!r}] has shape {value.shape}; the feature's row shape is {want}."
                 )
@@ -135,7 +139,9 @@ def serving_signatures(export_dir: str) -> dict[str, Any]:
     meta = _serve_meta_graph(export_dir)
     if meta is None:
         return {}
-    return {k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)}
+    return {
+        k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)
+    }
 
 
 def parsed_example_keys(export_dir: str) -> frozenset[str]:
@@ -155,8 +161,14 @@ def parsed_example_keys(export_dir: str) -> frozenset[str]:
             continue
         for name in node.input[1:]:
             const = nodes.get(name.split(":")[0].lstrip("^"))
-            if const is not None and const.op == "Const" and const.attr["dtype"].type == tf.string.as_datatype_enum:
-                keys.update(v.decode() for v in tf.make_ndarray(const.attr["value"].tensor).reshape(-1).tolist())
+            if (
+                const is not None
+                and const.op == "Const"
+                and const.attr["dtype"].type == tf.string.as_datatype_enum
+            ):
+                keys.update(
+                    v.decode() for v in tf.make_ndarray(const.attr["value"].tensor).reshape(-1).tolist()
+                )
     return frozenset(keys)
 
 
