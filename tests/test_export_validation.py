@@ -140,3 +140,41 @@ def test_jax_artifact_is_validated_too(est, tmp_path):
     assert artifact["classify"]["outputs"]["classes"]["passed"]
     assert artifact["classify"]["outputs"]["classes"]["max_abs_diff"] is None
     assert artifact["serving_default"]["outputs"]["logits"]["max_abs_diff"] <= 1e-5
+
+
+def test_string_input_that_is_not_examples_is_skipped_not_failed(tmp_path, caplog):
+    """A receiver that looks words up in a table takes a string tensor that is no
+    tf.Example: validation cannot make its input from feature rows, says so in
+    ``skipped`` and a warning, and keeps the export; warmup rows for it raise."""
+    state = {"table": np.array([10.0, 20.0, 30.0, -1.0], np.float32)}
+
+    def receiver_fn():
+        words = tf.compat.v1.placeholder(tf.string, [None], name="words")
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(["zero", "one", "two"], [0, 1, 2], tf.string, tf.int64), 3
+        )
+        return tf_bridge.ServingInputReceiver(
+            {"ids": tf.cast(table.lookup(words), tf.int32)}, {"words": words}
+        )
+
+    def fn(state, features):
+        return {"serving_default": {"value": state["table"][features["ids"]]}}
+
+    heads = {"serving_default": jaxspec.export.PredictOutput(np.zeros((1,), np.float32))}
+    with caplog.at_level(logging.WARNING, logger="tf_bridge"):
+        path = tf_bridge.export_saved_model(str(tmp_path / "words"), receiver_fn, fn, state, heads).decode()
+    report = _report(path)
+    assert report["passed"] and list(report["skipped"]) == ["serving_default"]
+    assert "not compared" in caplog.text
+    base = tmp_path / "words_warmup"
+    with pytest.raises(ValueError, match="tf.Examples"):
+        tf_bridge.export_saved_model(str(base), receiver_fn, fn, state, heads, warmup_requests=1)
+    assert not base.exists()
+
+
+def test_exporter_passes_warmup_and_validation(est, tmp_path):
+    exporter = jaxspec.LatestExporter("latest", RAW, warmup_requests=ROWS[:2])
+    path = exporter.export(est, str(tmp_path / "exp"), est.latest_checkpoint(), {}, False).decode()
+    assert _report(path)["passed"]
+    records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")))
+    assert len(records) == 2
