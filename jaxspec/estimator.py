@@ -462,7 +462,11 @@ class Estimator:
         """
         # tf_bridge imports TensorFlow: imported here so that `import jaxspec` does not.
         from tf_bridge.export.estimator_modes import export_modes, write_estimator_modes
+
+        # The serving checks live beside the writer that uses them (TensorFlow side too).
         from tf_bridge.export.validation import check_validate
+
+        # The warmup check: as above, in tf_bridge, which imports TensorFlow.
         from tf_bridge.export.warmup import check_warmup_requests
 
         check_warmup_requests(warmup_requests)
