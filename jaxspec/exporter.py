@@ -75,11 +75,21 @@ class _SavedModelExporter(Exporter):
             assets_extra=self._assets_extra,
             as_text=self._as_text,
             checkpoint_path=checkpoint_path,
-            warmup_requests=self._warmup_requests,
-            validate=self._validate,
+            **self._serving_kwargs(),
         )
         self._garbage_collect(export_path)
         return path
+
+    def _serving_kwargs(self) -> dict[str, Any]:
+        """The serving arguments that differ from their defaults: an Estimator whose
+        export_saved_model lacks one (tf_bridge's takes no ``validate``) still works
+        with an exporter that leaves it alone."""
+        kwargs: dict[str, Any] = {}
+        if self._warmup_requests is not None:
+            kwargs["warmup_requests"] = self._warmup_requests
+        if self._validate is not True:
+            kwargs["validate"] = self._validate
+        return kwargs
 
     def _garbage_collect(self, export_path: str) -> None:
         if self._keep is None:
