@@ -21,6 +21,7 @@ The protos come from TF Serving's own Python package, ``tensorflow-serving-api``
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -244,31 +245,46 @@ def _serving_apis() -> Any:
             "warmup_requests needs TF Serving's protos from the 'tensorflow-serving-api' package: "
             "install jaxspec's 'tf' extra (pip install 'jaxspec[tf]')."
         ) from e
-    return classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
+    return types.SimpleNamespace(
+        classification_pb2=classification_pb2,
+        predict_pb2=predict_pb2,
+        prediction_log_pb2=prediction_log_pb2,
+        regression_pb2=regression_pb2,
+    )
 
 
-def _log(key: str, signature: Any, feed: Mapping[str, np.ndarray]) -> Any:
-    """One PredictionLog holding the request for ``signature`` (one row)."""
-    classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2 = _serving_apis()
-    if signature.method_name == PREDICT:
-        request = predict_pb2.PredictRequest()
+def _predict_log(apis: Any, key: str, feed: Mapping[str, np.ndarray]) -> Any:
+    request = apis.predict_pb2.PredictRequest()
+    request.model_spec.signature_name = key
+    for name, value in feed.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    return apis.prediction_log_pb2.PredictionLog(
+        predict_log=apis.prediction_log_pb2.PredictLog(request=request)
+    )
+
+
+def _examples_log(module: str, request_class: str, log_field: str, log_class: str) -> Any:
+    """A builder of Classify/Regress logs: the request (``module.request_class``) holds
+    the serialized tf.Examples of the feed's one input."""
+
+    def build(apis: Any, key: str, feed: Mapping[str, np.ndarray]) -> Any:
+        request = getattr(getattr(apis, module), request_class)()
         request.model_spec.signature_name = key
-        for name, value in feed.items():
-            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-        return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-    (serialized,) = feed.values()
-    examples = [tf.train.Example.FromString(s) for s in serialized]
-    if signature.method_name == CLASSIFY:
-        c_request = classification_pb2.ClassificationRequest()
-        c_request.model_spec.signature_name = key
-        c_request.input.example_list.examples.extend(examples)
-        return prediction_log_pb2.PredictionLog(
-            classify_log=prediction_log_pb2.ClassifyLog(request=c_request)
-        )
-    r_request = regression_pb2.RegressionRequest()
-    r_request.model_spec.signature_name = key
-    r_request.input.example_list.examples.extend(examples)
-    return prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=r_request))
+        (serialized,) = feed.values()
+        request.input.example_list.examples.extend(tf.train.Example.FromString(b) for b in serialized)
+        log = getattr(apis.prediction_log_pb2, log_class)(request=request)
+        return apis.prediction_log_pb2.PredictionLog(**{log_field: log})
+
+    return build
+
+
+# The request each kind of signature gets, by its SignatureDef's method name (the one
+# description the SavedModels of jaxspec models and of TF model_fns share).
+_BUILDERS = {
+    PREDICT: _predict_log,
+    CLASSIFY: _examples_log("classification_pb2", "ClassificationRequest", "classify_log", "ClassifyLog"),
+    REGRESS: _examples_log("regression_pb2", "RegressionRequest", "regress_log", "RegressLog"),
+}
 
 
 def write_warmup(
@@ -296,14 +312,14 @@ def write_warmup(
             f"warmup_requests: {len(rows)} rows × {len(signatures)} serving signatures is {total} records; "
             f"TF Serving reads at most {MAX_RECORDS}."
         )
-    _serving_apis()
+    apis = _serving_apis()
     parsed = parsed_example_keys(export_dir)
     if replay:
         loaded = tf.saved_model.load(export_dir, tags=[SERVE_TAG])
         for key, sig in signatures.items():
             run_signature(loaded, key, signature_feed(sig, rows, names.get(key), parsed))
     logs = [
-        _log(key, sig, signature_feed(sig, [row], names.get(key), parsed))
+        _BUILDERS[sig.method_name](apis, key, signature_feed(sig, [row], names.get(key), parsed))
         for key, sig in signatures.items()
         for row in rows
     ]
