@@ -109,7 +109,9 @@ class LatestExporter(_SavedModelExporter):
       assets_extra, as_text: as for ``export_saved_model``.
       exports_to_keep: how many exports to keep (5); None keeps all.
       warmup_requests, validate: keyword-only, as for ``export_saved_model`` (TF Serving
-        warmup records; the validation report). Not tf.estimator arguments.
+        warmup records; the validation report). Not tf.estimator arguments. Only the
+        ones given are passed on: ``tf_bridge.Estimator`` (TF model_fns) takes
+        ``warmup_requests`` but no ``validate`` (its SavedModel is TF's own graph).
 
     Raises:
       ValueError: exports_to_keep <= 0, or an empty name.

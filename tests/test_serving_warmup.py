@@ -164,6 +164,10 @@ def test_tf_model_fn_export_writes_warmup(tmp_path):
         [p["logits"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x[:3]}).batch(3))]
     )
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # tf_bridge's exporters (jaxspec's classes) pass warmup_requests to a TF Estimator.
+    exporter = tf_bridge.LatestExporter("latest", raw, warmup_requests=2)
+    exported = exporter.export(est, str(tmp_path / "tf_exporter"), est.latest_checkpoint(), {}, False)
+    assert len(_records(exported.decode())) == 2
     base = tmp_path / "tf_too_many"
     with pytest.raises(ValueError, match="warmup_requests"):
         est.export_saved_model(str(base), raw, warmup_requests=1001)
