@@ -109,6 +109,20 @@ def test_int_requests_send_the_receivers_example(est, tmp_path):
     assert list(examples[0].features.feature["x"].float_list.value) == [0.0] * 64
 
 
+def test_int_requests_use_the_parse_defaults(est, tmp_path):
+    """A FixedLenFeature's default_value is the plausible row (zeros where none)."""
+    spec = {"x": tf.io.FixedLenFeature([64], tf.float32, default_value=np.linspace(0, 1, 64))}
+    receiver = tf_bridge.build_parsing_serving_input_receiver_fn(spec)
+    path = est.export_saved_model(str(tmp_path / "defaults"), receiver, warmup_requests=1).decode()
+    log = next(log for log in _records(path) if log.HasField("classify_log"))
+    got = log.classify_log.request.input.example_list.examples[0].features.feature["x"].float_list.value
+    np.testing.assert_allclose(got, np.linspace(0, 1, 64).astype(np.float32))
+    key, out = _replay(path, log)
+    np.testing.assert_allclose(
+        out["scores"][0], _softmax(_logits(est, [{"x": np.linspace(0, 1, 64)}]))[0], rtol=1e-5, atol=1e-6
+    )
+
+
 def test_more_than_1000_requests_raise_before_anything_is_written(est, tmp_path):
     base = tmp_path / "too_many"
     with pytest.raises(ValueError, match="warmup_requests"):

@@ -257,7 +257,8 @@ def _serving_checks(
     example = main.serving["features"]
     single = not isinstance(example, Mapping)
     example = {"feature": example} if single else dict(example)
-    rows = _warmup.feature_rows(1 if warmup_requests is None else warmup_requests, example)
+    defaults = _warmup.parsed_defaults(temp_dir)
+    rows = _warmup.feature_rows(1 if warmup_requests is None else warmup_requests, example, defaults)
     keys = sorted(example)  # the features flattened (sorted keys): main.serving's indices
     names = {
         key: {name: keys[i] for name, i in inputs.items()}
@@ -335,8 +336,8 @@ def export_all_saved_models(
         (``jax.export`` functions and their weights; ``jaxspec.export.load_serving``
         reads it). Not a tf.estimator argument.
       warmup_requests: None; an int N (1 to 1000): N requests per serving signature from
-        the receiver's example features (zeros at batch 1); or a list of feature dicts
-        (feature key -> one row's value, no batch axis): written to
+        the receiver's example features (batch 1: a parse default_value, else zeros);
+        or a list of feature dicts (feature key -> one row's value, no batch axis): written to
         ``assets.extra/tf_serving_warmup_requests`` for TF Serving to replay
         (``tf_bridge.export.warmup``). Not a tf.estimator argument.
       validate: with a PREDICT mode, run the written SavedModel's serving signatures (TF)

@@ -71,17 +71,25 @@ def check_warmup_requests(warmup_requests: Any) -> None:
         )
 
 
-def feature_rows(warmup_requests: Any, example: Mapping[str, np.ndarray]) -> Rows:
+def feature_rows(
+    warmup_requests: Any, example: Mapping[str, np.ndarray], defaults: Mapping[str, np.ndarray] | None = None
+) -> Rows:
     """The rows to send: the user's feature dicts (each value one row, no batch axis),
     or ``warmup_requests`` copies of ``example``'s first row (the receiver's features at
-    batch 1, zeros). Values are cast to the example's dtypes.
+    batch 1, zeros), a feature's parse default (``defaults``, see ``parsed_defaults``)
+    taking the zeros' place. Values are cast to the example's dtypes.
 
     Raises:
       ValueError: a row whose keys differ from the features' or whose value's shape
         does not fit the feature.
     """
     if not isinstance(warmup_requests, Sequence):
-        return [{k: np.asarray(v)[0] for k, v in example.items()} for _ in range(int(warmup_requests))]
+        row = {}
+        for k, v in example.items():
+            zeros = np.asarray(v)[0]
+            given = (defaults or {}).get(k)
+            row[k] = zeros if given is None else np.broadcast_to(given, zeros.shape).astype(zeros.dtype)
+        return [dict(row) for _ in range(int(warmup_requests))]
     rows: Rows = []
     for i, row in enumerate(warmup_requests):
         if set(row) != set(example):
@@ -143,6 +151,37 @@ def serving_signatures(export_dir: str) -> dict[str, Any]:
     return {
         k: s for k, s in sorted(meta.signature_def.items()) if s.method_name in (CLASSIFY, REGRESS, PREDICT)
     }
+
+
+def _const(nodes: Mapping[str, Any], name: str) -> np.ndarray | None:
+    """The value of a constant input (through the Reshape/Identity TF puts in front of a
+    parse default), or None."""
+    node = nodes.get(name.split(":")[0].lstrip("^"))
+    while node is not None and node.op in ("Reshape", "Identity"):
+        node = nodes.get(node.input[0].split(":")[0].lstrip("^"))
+    if node is None or node.op != "Const":
+        return None
+    return tf.make_ndarray(node.attr["value"].tensor)
+
+
+def parsed_defaults(export_dir: str) -> dict[str, np.ndarray]:
+    """The default values the ``serve`` graph's ``ParseExampleV2`` ops give dense
+    features (``FixedLenFeature(default_value=...)``), by feature key: the plausible row
+    for a warmup request made from an int. Keys without a default are left out."""
+    meta = _serve_meta_graph(export_dir)
+    if meta is None:
+        return {}
+    nodes = {n.name: n for n in meta.graph_def.node}
+    defaults = {}
+    for node in meta.graph_def.node:
+        if node.op != "ParseExampleV2":
+            continue
+        keys = _const(nodes, node.input[3])  # inputs: serialized, names, sparse, dense, ragged keys, defaults
+        for i, key in enumerate([] if keys is None else keys.reshape(-1).tolist()):
+            value = _const(nodes, node.input[5 + i]) if 5 + i < len(node.input) else None
+            if value is not None and value.size:
+                defaults[key.decode()] = value
+    return defaults
 
 
 def parsed_example_keys(export_dir: str) -> frozenset[str]:

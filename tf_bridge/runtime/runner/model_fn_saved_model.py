@@ -151,7 +151,8 @@ def export_all(
         builder.save(as_text)
         if warmup_requests is not None and ModeKeys.PREDICT in modes:
             example = _warmup.receiver_example(receiver_fn_map[ModeKeys.PREDICT])
-            _warmup.write_warmup(temp_dir, _warmup.feature_rows(warmup_requests, example))
+            rows = _warmup.feature_rows(warmup_requests, example, _warmup.parsed_defaults(temp_dir))
+            _warmup.write_warmup(temp_dir, rows)
 
     export_dir = write_export_dir(export_dir_base, write, assets_extra)
     _log.info("SavedModel written to %s.", export_dir)
