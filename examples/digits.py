@@ -3,7 +3,8 @@
 Trains a flax MLP on scikit-learn's handwritten digits (1,797 8x8 images, shipped in the
 package) with ``jaxspec.TPUEstimator(use_tpu=True)`` across every device (8 virtual CPU
 devices here), evaluates on the 360 held-out images (the last batch is padded and
-masked), predicts them, exports a SavedModel through ``tf_bridge``, serves it with plain
+masked), predicts them, exports a SavedModel through ``tf_bridge`` (with TF Serving warmup
+records and the export's validation report, printed in one line), serves it with plain
 TensorFlow and checks it agrees with jaxspec, then resumes from the checkpoint.
 
 Run: ``python examples/digits.py [--model_dir DIR] [--max_steps N]``.
@@ -204,6 +205,21 @@ def serve_and_compare(export_dir: str, x: np.ndarray, predictions: list[dict[str
     )
 
 
+def read_serving_assets(export_dir: str) -> tuple[str, int]:
+    """The export's validation report in one line, and how many warmup records it holds
+    (``assets.extra/``: see docs/serving.md)."""
+    import json
+
+    from tf_bridge.export import validation, warmup
+
+    tf = importlib.import_module("tensorflow")
+    extra = os.path.join(export_dir, "assets.extra")
+    with open(os.path.join(extra, validation.REPORT_FILE)) as f:
+        report = json.load(f)
+    records = sum(1 for _ in tf.data.TFRecordDataset(os.path.join(extra, warmup.WARMUP_FILE)))
+    return validation.summary(report), records
+
+
 def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
     """Run the whole example; return the summary it prints."""
     import tf_bridge  # before TensorFlow: tf_bridge imports it without its C++ start-up lines
@@ -230,10 +246,16 @@ def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
     predict_accuracy = float(np.mean([p["class_ids"] for p in predictions] == y_test))
 
     feature_spec = {"x": tf.io.FixedLenFeature([64], tf.float32)}
+    # Eight held-out rows become TF Serving's warmup requests (per signature) and the rows
+    # the export validates TF's answers against JAX's on (assets.extra/jaxspec_validation.json).
     export_dir = est.export_saved_model(
-        os.path.join(model_dir, "export"), tf_bridge.build_parsing_serving_input_receiver_fn(feature_spec)
+        os.path.join(model_dir, "export"),
+        tf_bridge.build_parsing_serving_input_receiver_fn(feature_spec),
+        warmup_requests=[{"x": row} for row in x_test[:8]],
     )
     max_diff = serve_and_compare(export_dir.decode(), x_test, predictions)
+    validation, warmup_records = read_serving_assets(export_dir.decode())
+    print(validation)
 
     again = make_estimator(model_dir)
     again.train(make_input_fn(x_train, y_train, training=True), max_steps=max_steps)
@@ -247,6 +269,8 @@ def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
         "predict_accuracy": predict_accuracy,
         "export_dir": export_dir.decode(),
         "serving_max_abs_diff": max_diff,
+        "warmup_records": warmup_records,
+        "validation": validation,
         "resumed_at_step": resumed_step,
     }
     print("\n== summary ==")
@@ -255,6 +279,8 @@ def main(model_dir: str | None = None, max_steps: int = 600) -> dict[str, Any]:
     assert metrics["accuracy"] >= 0.95, "accuracy below 0.95"
     assert len(predictions) == len(x_test), "predict lost or duplicated examples"
     assert max_diff <= 1e-5, "SavedModel disagrees with jaxspec"
+    assert validation.startswith("export validation passed"), "export validation failed"
+    assert warmup_records == 16, "expected 8 warmup records per serving signature"
     assert resumed_step == max_steps, "second run retrained instead of resuming"
     print("all checks passed")
     return summary

@@ -11,7 +11,7 @@ import logging
 import os
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -358,6 +358,9 @@ class Estimator:
         checkpoint_path: str | None = None,
         experimental_mode: str = ModeKeys.PREDICT,
         jax_artifact: bool | None = None,
+        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        validate: bool | str = True,
+        validation_tolerances: Mapping[str, float] | None = None,
     ) -> bytes:
         """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
 
@@ -376,6 +379,18 @@ class Estimator:
         ``export_jax_artifact``) also writes ``jax/``, the serving signatures as
         ``jax.export`` functions that ``jaxspec.export.load_serving`` runs without TF.
 
+        Serving additions (not tf.estimator arguments; see docs/serving.md):
+        ``warmup_requests`` writes ``assets.extra/tf_serving_warmup_requests`` for TF
+        Serving to replay: an int N (1 to 1000) sends N copies of the receiver's example
+        features (zeros) per serving signature, a list of feature dicts (feature key ->
+        one row's value, no batch axis) those rows; Classify/Regress/Predict requests
+        follow each signature's method. ``validate`` (True, ``'warn'``, False): a PREDICT
+        export runs the written SavedModel with TF and model_fn with JAX on the same rows
+        (the warmup rows, else the receiver's example) and writes
+        ``assets.extra/jaxspec_validation.json``; a difference beyond tolerance raises
+        ``tf_bridge.export.validation.ExportValidationError`` (True) or logs (``'warn'``).
+        ``validation_tolerances``: dtype name -> relative tolerance (float32 1e-5).
+
         Returns:
           The timestamped export directory (``export_dir_base/<unix seconds>``) as bytes.
 
@@ -387,6 +402,11 @@ class Estimator:
             checkpoint to export (as TF).
           tf_bridge.ExportCompatibilityError: the installed TensorFlow cannot run what
             this JAX writes (found at export time, before the directory is renamed).
+          ValueError: warmup_requests above 1000, rows that do not fit the receiver's
+            features, or a bad ``validate`` (nothing is written).
+          tf_bridge.ExportValidationError: validation failed with ``validate=True``; no
+            export directory is left.
+          ImportError: warmup_requests without ``tensorflow-serving-api`` (``tf`` extra).
         """
         if not serving_input_receiver_fn:
             raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
@@ -397,6 +417,9 @@ class Estimator:
             as_text=as_text,
             checkpoint_path=checkpoint_path,
             jax_artifact=jax_artifact,
+            warmup_requests=warmup_requests,
+            validate=validate,
+            validation_tolerances=validation_tolerances,
         )
 
     def experimental_export_all_saved_models(
@@ -407,6 +430,9 @@ class Estimator:
         as_text: bool = False,
         checkpoint_path: str | None = None,
         jax_artifact: bool | None = None,
+        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        validate: bool | str = True,
+        validation_tolerances: Mapping[str, float] | None = None,
     ) -> bytes:
         """One SavedModel with a meta graph per mode, sharing one set of variables, as
         ``tf.estimator.Estimator.experimental_export_all_saved_models``.
@@ -424,8 +450,9 @@ class Estimator:
         hooks are not exported. Differences from TF: JAX computes integers as int32
         (TF's ``tf.argmax`` gives int64), and TRAIN exports carry eval_metric_ops only
         in EVAL. The shared variables are the state leaves any exported mode reads
-        (TRAIN: all of them, since its train_op assigns each); ``jax_artifact``: see
-        ``export_saved_model``.
+        (TRAIN: all of them, since its train_op assigns each); ``jax_artifact``,
+        ``warmup_requests``, ``validate``, ``validation_tolerances``: see
+        ``export_saved_model`` (the last three act on the PREDICT meta graph only).
 
         Returns:
           The timestamped export directory as bytes.
@@ -437,6 +464,14 @@ class Estimator:
         # tf_bridge imports TensorFlow: imported here so that `import jaxspec` does not.
         from tf_bridge.export.estimator_modes import export_modes, write_estimator_modes
 
+        # The serving checks live beside the writer that uses them (TensorFlow side too).
+        from tf_bridge.export.validation import check_validate
+
+        # The warmup check: as above, in tf_bridge, which imports TensorFlow.
+        from tf_bridge.export.warmup import check_warmup_requests
+
+        check_warmup_requests(warmup_requests)
+        check_validate(validate, validation_tolerances)
         plan = self._run_plan(ModeKeys.PREDICT, for_export=True)
         with quiet_libraries():  # Orbax (absl) and TF log while restoring and writing
             modes, examples = export_modes(input_receiver_fn_map)
@@ -446,7 +481,16 @@ class Estimator:
             if jax_artifact is None:
                 jax_artifact = self._config.export_jax_artifact
             return write_estimator_modes(
-                source, modes, export_dir_base, input_receiver_fn_map, assets_extra, as_text, jax_artifact
+                source,
+                modes,
+                export_dir_base,
+                input_receiver_fn_map,
+                assets_extra,
+                as_text,
+                jax_artifact,
+                warmup_requests=warmup_requests,
+                validate=validate,
+                validation_tolerances=validation_tolerances,
             )
 
     # -- checkpoints -----------------------------------------------------------------

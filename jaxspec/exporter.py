@@ -51,6 +51,9 @@ class _SavedModelExporter(Exporter):
         assets_extra: Any = None,
         as_text: bool = False,
         exports_to_keep: int | None = 5,
+        *,
+        warmup_requests: Any = None,
+        validate: bool | str = True,
     ) -> None:
         if not name:
             raise ValueError("an exporter needs a non-empty name.")
@@ -58,6 +61,7 @@ class _SavedModelExporter(Exporter):
         self._name = name
         self._receiver_fn = serving_input_receiver_fn
         self._assets_extra, self._as_text, self._keep = assets_extra, as_text, exports_to_keep
+        self._warmup_requests, self._validate = warmup_requests, validate
 
     @property
     def name(self) -> str:
@@ -71,9 +75,21 @@ class _SavedModelExporter(Exporter):
             assets_extra=self._assets_extra,
             as_text=self._as_text,
             checkpoint_path=checkpoint_path,
+            **self._serving_kwargs(),
         )
         self._garbage_collect(export_path)
         return path
+
+    def _serving_kwargs(self) -> dict[str, Any]:
+        """The serving arguments that differ from their defaults: an Estimator whose
+        export_saved_model lacks one (tf_bridge's takes no ``validate``) still works
+        with an exporter that leaves it alone."""
+        kwargs: dict[str, Any] = {}
+        if self._warmup_requests is not None:
+            kwargs["warmup_requests"] = self._warmup_requests
+        if self._validate is not True:
+            kwargs["validate"] = self._validate
+        return kwargs
 
     def _garbage_collect(self, export_path: str) -> None:
         if self._keep is None:
@@ -92,6 +108,10 @@ class LatestExporter(_SavedModelExporter):
       serving_input_receiver_fn: as for ``export_saved_model``.
       assets_extra, as_text: as for ``export_saved_model``.
       exports_to_keep: how many exports to keep (5); None keeps all.
+      warmup_requests, validate: keyword-only, as for ``export_saved_model`` (TF Serving
+        warmup records; the validation report). Not tf.estimator arguments. Only the
+        ones given are passed on: ``tf_bridge.Estimator`` (TF model_fns) takes
+        ``warmup_requests`` but no ``validate`` (its SavedModel is TF's own graph).
 
     Raises:
       ValueError: exports_to_keep <= 0, or an empty name.
@@ -110,7 +130,8 @@ class LatestExporter(_SavedModelExporter):
 
 
 class FinalExporter(_SavedModelExporter):
-    """Exports only after the final evaluation (``tf.estimator.FinalExporter``)."""
+    """Exports only after the final evaluation (``tf.estimator.FinalExporter``); the
+    arguments are LatestExporter's, without exports_to_keep."""
 
     def __init__(
         self,
@@ -118,8 +139,19 @@ class FinalExporter(_SavedModelExporter):
         serving_input_receiver_fn: Callable[[], Any],
         assets_extra: Any = None,
         as_text: bool = False,
+        *,
+        warmup_requests: Any = None,
+        validate: bool | str = True,
     ) -> None:
-        super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep=None)
+        super().__init__(
+            name,
+            serving_input_receiver_fn,
+            assets_extra,
+            as_text,
+            exports_to_keep=None,
+            warmup_requests=warmup_requests,
+            validate=validate,
+        )
 
     def export(
         self,
@@ -187,8 +219,8 @@ class BestExporter(_SavedModelExporter):
     holds no export yet.
 
     Args:
-      name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep: as
-        LatestExporter.
+      name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep,
+        warmup_requests, validate: as LatestExporter.
       event_file_pattern: glob of the eval event files, relative to the estimator's
         model_dir (``'eval/*.tfevents.*'``: the results of ``evaluate`` without a
         name); None or ``''`` reads none.
@@ -209,11 +241,22 @@ class BestExporter(_SavedModelExporter):
         assets_extra: Any = None,
         as_text: bool = False,
         exports_to_keep: int | None = 5,
+        *,
+        warmup_requests: Any = None,
+        validate: bool | str = True,
     ) -> None:
         params = set(inspect.signature(compare_fn).parameters)
         if params != {"best_eval_result", "current_eval_result"}:
             raise ValueError("compare_fn must take exactly best_eval_result and current_eval_result.")
-        super().__init__(name, serving_input_receiver_fn, assets_extra, as_text, exports_to_keep)
+        super().__init__(
+            name,
+            serving_input_receiver_fn,
+            assets_extra,
+            as_text,
+            exports_to_keep,
+            warmup_requests=warmup_requests,
+            validate=validate,
+        )
         self._compare = compare_fn
         self._pattern = event_file_pattern
         self._model_dir: str | None = None

@@ -23,6 +23,7 @@ from .export.receivers import (
 )
 from .export.saved_model import export_all_saved_models as export_all_saved_models
 from .export.saved_model import export_saved_model as export_saved_model
+from .export.validation import ExportValidationError as ExportValidationError
 from .runtime import canned as canned
 from .runtime import heads as heads
 from .runtime import hooks as hooks

@@ -8,7 +8,9 @@ that export; ``import jaxspec`` never imports TensorFlow).
 - ``modes``, ``graph``, ``signatures``: per mode a TF1 graph around the jax2tf function,
   and tf.estimator's signature defs;
 - ``receivers``: the serving input receivers; ``outputs``: export outputs between jaxspec
-  and TensorFlow; ``compat``: the JAX/TF compatibility guard.
+  and TensorFlow; ``compat``: the JAX/TF compatibility guard;
+- ``warmup``: TF Serving's warmup records; ``validation``: the report comparing the
+  written SavedModel's answers with JAX's (``ExportValidationError``).
 
 It imports jaxspec and TensorFlow, never the runtime wing (``tf_bridge.runtime``).
 """

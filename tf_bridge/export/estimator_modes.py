@@ -57,6 +57,10 @@ def write_estimator_modes(
     assets_extra: dict[str, str] | None,
     as_text: bool,
     jax_artifact: bool = False,
+    *,
+    warmup_requests: Any = None,
+    validate: bool | str = True,
+    validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
     """Write one SavedModel with a meta graph per mode of ``modes`` (tf.estimator's
     ``_export_all_saved_models``).
@@ -67,6 +71,7 @@ def write_estimator_modes(
       modes: from ``export_modes(input_receiver_fn_map)``.
       export_dir_base, input_receiver_fn_map, assets_extra, as_text: as tf.estimator.
       jax_artifact: also write the TF-free ``jax/`` artifact (see ``export_all_saved_models``).
+      warmup_requests, validate, validation_tolerances: see ``export_all_saved_models``.
 
     Returns:
       The timestamped export directory as bytes.
@@ -85,6 +90,9 @@ def write_estimator_modes(
         as_text=as_text,
         global_step=source.global_step,
         jax_artifact=jax_artifact,
+        warmup_requests=warmup_requests,
+        validate=validate,
+        validation_tolerances=validation_tolerances,
     )
     _log.info("SavedModel (%s) written to %s.", ", ".join(modes), path.decode())
     return path

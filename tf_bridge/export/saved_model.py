@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
@@ -32,6 +33,8 @@ from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import modes as _modes
 from tf_bridge.export import signatures as _signatures
+from tf_bridge.export import validation as _validation
+from tf_bridge.export import warmup as _warmup
 from tf_bridge.export.modes import ModeExport
 
 logger = logging.getLogger("tf_bridge")
@@ -238,6 +241,57 @@ def _write_jax_artifact(
             f.write(data)
 
 
+def _serving_checks(
+    temp_dir: str,
+    graphs: Sequence[_modes.ModeGraph],
+    predict: ModeExport,
+    state: Any,
+    global_step: int | None,
+    jax_artifact: bool,
+    warmup_requests: Any,
+    validate: bool | str,
+    tolerances: Mapping[str, float] | None,
+    runs_here: bool,
+) -> None:
+    """Warmup records and the validation report, inside the atomic export (both only
+    checked against TF when ``runs_here``: the load check passed)."""
+    main = next(g for g in graphs if g.mode == _modes.PREDICT)
+    example = main.serving["features"]
+    single = not isinstance(example, Mapping)
+    example = {"feature": example} if single else dict(example)
+    defaults = _warmup.parsed_defaults(temp_dir)
+    rows = _warmup.feature_rows(1 if warmup_requests is None else warmup_requests, example, defaults)
+    keys = sorted(example)  # the features flattened (sorted keys): main.serving's indices
+    names = {
+        key: {name: keys[i] for name, i in inputs.items()}
+        for key, (_, inputs, inputs_are) in main.serving["signatures"].items()
+        if inputs_are == "receiver_tensors"
+    }
+    if warmup_requests is not None:
+        _warmup.write_warmup(temp_dir, rows, names, replay=runs_here)
+    if not (validate and runs_here):
+        return
+    step = np.int32(0 if global_step is None else global_step)
+    heads = jax.jit(lambda s, f: predict.fn(s, step, f, None)["heads"])
+
+    def jax_model(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+        out = heads(state, features["feature"] if single else features)
+        return out[main.serving["signatures"][key][0]]
+
+    references: dict[str, Any] = {"jax": jax_model}
+    if jax_artifact and main.serving["signatures"]:
+        from jaxspec.export.serving import load_serving
+
+        served = load_serving(temp_dir)
+
+        def artifact(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+            fn = served[key]
+            return fn(features if fn.inputs_are == "features" else feed)
+
+        references["jax_artifact"] = artifact
+    _validation.validate_export(temp_dir, rows, references, validate, tolerances, names)
+
+
 def export_all_saved_models(
     export_dir_base: str | bytes | os.PathLike[str],
     modes: Mapping[str, ModeExport],
@@ -249,6 +303,9 @@ def export_all_saved_models(
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
+    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    validate: bool | str = True,
+    validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
     """Export one meta graph per mode and ``state`` as one SavedModel
     (``tf.estimator.Estimator.experimental_export_all_saved_models``).
@@ -280,6 +337,19 @@ def export_all_saved_models(
       jax_artifact: also write ``jax/``, a TF-free artifact of the serving signatures
         (``jax.export`` functions and their weights; ``jaxspec.export.load_serving``
         reads it). Not a tf.estimator argument.
+      warmup_requests: None; an int N (1 to 1000): N requests per serving signature from
+        the receiver's example features (batch 1: a parse default_value, else zeros);
+        or a list of feature dicts (feature key -> one row's value, no batch axis): written to
+        ``assets.extra/tf_serving_warmup_requests`` for TF Serving to replay
+        (``tf_bridge.export.warmup``). Not a tf.estimator argument.
+      validate: with a PREDICT mode, run the written SavedModel's serving signatures (TF)
+        and the JAX model (and ``jax/``'s functions when written) on the warmup rows (else
+        the receiver's example) and write ``assets.extra/jaxspec_validation.json``
+        (``tf_bridge.export.validation``), after the load check; not with ``verify=False``
+        (TF may not run the model here; nor are the warmup records replayed then). True raises ``ExportValidationError`` on a
+        difference beyond tolerance; ``'warn'`` logs it and keeps the export; False skips.
+      validation_tolerances: dtype name (``'float32'``, ``'float16'``, ``'bfloat16'``,
+        ``'float64'``) -> relative tolerance, over the defaults (float32 1e-5).
 
     Returns:
       The export directory ``<export_dir_base>/<unix seconds>`` as bytes (TF returns
@@ -289,7 +359,12 @@ def export_all_saved_models(
 
     Raises:
       ValueError: no valid mode (TF's error), bad heads / receiver / assets_extra,
-        outputs that do not fit the heads, or clashing variable names.
+        outputs that do not fit the heads, or clashing variable names; warmup_requests
+        above 1000 or rows that do not fit the features; a bad ``validate`` (all checked
+        before anything is written, except the rows' fit).
+      ExportValidationError: TF's outputs differ from JAX's beyond tolerance
+        (``validate=True``); no export directory is left.
+      ImportError: warmup_requests without ``tensorflow-serving-api`` (the ``tf`` extra).
       TypeError: a state leaf that is not numeric, or a sparse, ragged or string tensor
         reaching the JAX function.
       ExportCompatibilityError: the installed TensorFlow cannot run what this JAX
@@ -317,8 +392,13 @@ def export_all_saved_models(
                 platforms=platforms,
                 verify=verify,
                 jax_artifact=jax_artifact,
+                warmup_requests=warmup_requests,
+                validate=validate,
+                validation_tolerances=validation_tolerances,
             ),
         )
+    _warmup.check_warmup_requests(warmup_requests)
+    _validation.check_validate(validate, validation_tolerances)
     chosen = modes_in_order(modes)
     if not chosen:
         raise ValueError(f"no valid mode to export; got {sorted(map(str, modes))}.")
@@ -344,9 +424,24 @@ def export_all_saved_models(
 
     def check(temp_dir: str) -> None:
         with _deprecation.silence():
-            _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+            if verify:
+                _compat.verify_export(temp_dir, [(g.tags, g.feeds, g.fetches) for g in graphs])
+            if _modes.PREDICT in modes and (warmup_requests is not None or (validate and verify)):
+                # Without verify TF may not run the model here: no validation, no replay.
+                _serving_checks(
+                    temp_dir,
+                    graphs,
+                    modes[_modes.PREDICT],
+                    state,
+                    global_step,
+                    jax_artifact,
+                    warmup_requests,
+                    validate,
+                    validation_tolerances,
+                    verify,
+                )
 
-    final = write_export_dir(export_dir_base, write, assets_extra, check if verify else None)
+    final = write_export_dir(export_dir_base, write, assets_extra, check)
     logger.info("SavedModel with %s written to %s.", ", ".join(",".join(g.tags) for g in graphs), final)
     return tf.compat.as_bytes(final)
 
@@ -364,6 +459,9 @@ def export_saved_model(
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
+    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    validate: bool | str = True,
+    validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
     """Export ``serving_fn`` and ``state`` as a SavedModel for TF Serving
     (``tf.estimator.Estimator.export_saved_model``, PREDICT mode, tag ``serve``).
@@ -383,8 +481,8 @@ def export_saved_model(
         PredictOutput; gives each head's kind and a classification head's static class
         vocabulary (tiled to ``[batch, K]`` strings; integer ids go through
         ``tf.strings.as_string`` instead).
-      assets_extra, as_text, global_step, platforms, verify, jax_artifact: as
-        ``export_all_saved_models``.
+      assets_extra, as_text, global_step, platforms, verify, jax_artifact,
+        warmup_requests, validate, validation_tolerances: as ``export_all_saved_models``.
 
     Returns:
       The export directory as bytes (see ``export_all_saved_models``).
@@ -407,4 +505,7 @@ def export_saved_model(
         platforms=platforms,
         verify=verify,
         jax_artifact=jax_artifact,
+        warmup_requests=warmup_requests,
+        validate=validate,
+        validation_tolerances=validation_tolerances,
     )

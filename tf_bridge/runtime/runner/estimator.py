@@ -13,7 +13,7 @@ import copy
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -22,6 +22,7 @@ from jaxspec.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.warm_start import WarmStartSettingsBase
 from tf_bridge.export.saved_model import modes_in_order
+from tf_bridge.export.warmup import check_warmup_requests
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner import evaluate as _evaluate
 from tf_bridge.runtime.runner import model_fn_saved_model as _export
@@ -413,18 +414,25 @@ class Estimator:
         as_text: bool = False,
         checkpoint_path: str | None = None,
         experimental_mode: str = ModeKeys.PREDICT,
+        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
     ) -> bytes:
         """Export the model in ``experimental_mode`` (PREDICT: tag ``serve``) as a SavedModel
         under ``export_dir_base/<timestamp>`` (``tf.estimator.Estimator.export_saved_model``).
 
         ``serving_input_receiver_fn`` returns a receiver (``tf_bridge.ServingInputReceiver``
         or ``TensorServingInputReceiver``); the signatures are one per export output.
+        ``warmup_requests`` (not a tf.estimator argument): TF Serving warmup records in
+        ``assets.extra/tf_serving_warmup_requests``, as ``jaxspec.Estimator.export_saved_model``
+        writes them (an int N: N copies of the receiver's zero features per serving
+        signature; a list of feature dicts: those rows).
 
         Returns:
           The export directory, as bytes.
 
         Raises:
-          ValueError: no receiver function, no checkpoint, variables missing from it.
+          ValueError: no receiver function, no checkpoint, variables missing from it;
+            warmup_requests above 1000 or rows that do not fit (no export is left).
+          ImportError: warmup_requests without ``tensorflow-serving-api``.
         """
         if not serving_input_receiver_fn:
             raise ValueError("export_saved_model needs a serving_input_receiver_fn.")
@@ -434,6 +442,7 @@ class Estimator:
             assets_extra=assets_extra,
             as_text=as_text,
             checkpoint_path=checkpoint_path,
+            warmup_requests=warmup_requests,
         )
 
     @property
@@ -454,16 +463,23 @@ class Estimator:
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
+        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
     ) -> bytes:
         """One SavedModel with a metagraph per mode of ``input_receiver_fn_map``
         (tags: TRAIN ``train``, EVAL ``eval``, PREDICT ``serve``), variables from the
-        first of TRAIN, EVAL, PREDICT.
+        first of TRAIN, EVAL, PREDICT. ``warmup_requests``: see ``export_saved_model``
+        (PREDICT's signatures).
 
         Raises:
           ValueError: as export_saved_model; no valid mode in the map.
         """
         return self._export_all(
-            export_dir_base, input_receiver_fn_map, assets_extra, as_text, checkpoint_path
+            export_dir_base,
+            input_receiver_fn_map,
+            assets_extra,
+            as_text,
+            checkpoint_path,
+            warmup_requests=warmup_requests,
         )
 
     def _export_all(
@@ -474,7 +490,9 @@ class Estimator:
         as_text: bool,
         checkpoint_path: str | None,
         strip_default_attrs: bool = True,
+        warmup_requests: Any = None,
     ) -> bytes:
+        check_warmup_requests(warmup_requests)
         receiver_fn_map = dict(input_receiver_fn_map)
         plans = {mode: self._run_plan(mode, export=True) for mode in modes_in_order(receiver_fn_map)}
         return _export.export_all(
@@ -485,6 +503,7 @@ class Estimator:
             as_text,
             self._export_checkpoint(checkpoint_path),
             strip_default_attrs,
+            warmup_requests,
         )
 
     def _export_checkpoint(self, checkpoint_path: str | None) -> str:

@@ -18,6 +18,7 @@ import tensorflow as tf
 from tensorflow.python.saved_model import model_utils
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.export import warmup as _warmup
 from tf_bridge.export.saved_model import modes_in_order, write_export_dir
 from tf_bridge.runtime.runner.plan import TFRunPlan
 
@@ -119,6 +120,7 @@ def export_all(
     as_text: bool,
     checkpoint_path: str,
     strip_default_attrs: bool = True,
+    warmup_requests: Any = None,
 ) -> bytes:
     """Export every mode of ``receiver_fn_map`` (each with its plan, built for export) into
     one SavedModel restored from ``checkpoint_path``; return its path. Default-valued
@@ -128,7 +130,10 @@ def export_all(
 
     Raises:
       ValueError: a receiver_fn is None, no mode of the map is TRAIN/EVAL/PREDICT, or a
-        bad ``assets_extra`` (see ``write_export_dir``).
+        bad ``assets_extra`` (see ``write_export_dir``); warmup rows that do not fit.
+
+    ``warmup_requests`` (None, an int or feature dicts; see ``tf_bridge.export.warmup``)
+    writes TF Serving's warmup records for PREDICT's signatures inside the atomic export.
     """
     for mode, fn in receiver_fn_map.items():
         if fn is None:
@@ -144,6 +149,10 @@ def export_all(
                 plans[mode], builder, receiver_fn_map[mode], checkpoint_path, i == 0, strip_default_attrs
             )
         builder.save(as_text)
+        if warmup_requests is not None and ModeKeys.PREDICT in modes:
+            example = _warmup.receiver_example(receiver_fn_map[ModeKeys.PREDICT])
+            rows = _warmup.feature_rows(warmup_requests, example, _warmup.parsed_defaults(temp_dir))
+            _warmup.write_warmup(temp_dir, rows)
 
     export_dir = write_export_dir(export_dir_base, write, assets_extra)
     _log.info("SavedModel written to %s.", export_dir)
