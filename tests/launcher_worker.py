@@ -29,7 +29,7 @@ if __name__ == "__main__":
     est.train(worker.train_input_fn, steps=STEPS)
     import jax
 
-    from jaxspec.cluster import describe_process
+    from jaxspec.config.cluster import describe_process
 
     params = est._checkpoint_store().read()
     result = {

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec.exporter import BestExporter, eval_results_from_events
+from jaxspec.estimators.exporter import BestExporter, eval_results_from_events
 from tests.helpers import batches_input_fn, digits, init_fn, make_model_fn
 
 tf = pytest.importorskip("tensorflow")

@@ -10,7 +10,7 @@ import pytest
 
 import jaxspec
 from jaxspec import InputPipelineConfig, NPURunConfig, RunConfig, TPUConfig
-from jaxspec.config import REPLACEABLE_FIELDS, iterations_per_loop_count, loop_duration_secs
+from jaxspec.config.run_config import REPLACEABLE_FIELDS, iterations_per_loop_count, loop_duration_secs
 
 # -- CFG cases ----------------------------------------------------------------------------
 

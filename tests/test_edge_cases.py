@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
+from jaxspec.estimators.training import EvalSpec, TrainSpec, train_and_evaluate
 from tests.helpers import digits, fast_config, init_fn, make_model_fn
 
 

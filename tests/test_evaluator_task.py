@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec import training
-from jaxspec.cluster import Cluster, task_from_tf_config
-from jaxspec.exporter import eval_results_from_events
+from jaxspec.config.cluster import Cluster, task_from_tf_config
+from jaxspec.estimators import training
+from jaxspec.estimators.exporter import eval_results_from_events
 from jaxspec.store.checkpoints import CheckpointStore
 from tests.helpers import digits, init_fn, make_model_fn
 from tests.two_processes import free_port

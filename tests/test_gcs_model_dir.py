@@ -18,7 +18,7 @@ tf = pytest.importorskip("tensorflow")
 
 import jaxspec  # noqa: E402
 import tf_bridge  # noqa: E402
-from jaxspec.exporter import eval_results_from_events  # noqa: E402
+from jaxspec.estimators.exporter import eval_results_from_events  # noqa: E402
 from jaxspec.hooks.early_stopping import read_eval_metrics  # noqa: E402
 from jaxspec.loop.warm_start import warm_start  # noqa: E402
 from tests.helpers import fast_config  # noqa: E402

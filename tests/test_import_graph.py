@@ -60,7 +60,7 @@ def _graph(package: str) -> dict[str, set[str]]:
 
 
 def _unit(name: str) -> str:
-    """``jaxspec.loop.train`` -> ``jaxspec.loop``; ``jaxspec.config`` stays itself. Below
+    """``jaxspec.loop.train`` -> ``jaxspec.loop``; ``jaxspec.config.run_config`` stays itself. Below
     tf_bridge's runtime wing, one level deeper: ``tf_bridge.runtime.heads.base`` ->
     ``tf_bridge.runtime.heads`` (its subpackages are the rooms)."""
     parts = name.split(".")
@@ -116,7 +116,7 @@ def test_the_layers_below_hooks_and_loop() -> None:
     the loop or the facades."""
     units = _unit_graph("jaxspec")
     assert not units["jaxspec.store"] & {"jaxspec.hooks", "jaxspec.loop"}
-    assert not units["jaxspec.hooks"] & {"jaxspec.loop", "jaxspec.estimator"}
+    assert not units["jaxspec.hooks"] & {"jaxspec.loop", "jaxspec.estimators"}
     assert "jaxspec.store" in units["jaxspec.hooks"] and "jaxspec.hooks" in units["jaxspec.loop"]
 
 

@@ -19,9 +19,15 @@ import jax
 import pytest
 
 import jaxspec
-from jaxspec import cluster as cluster_mod
-from jaxspec.cluster import Cluster, describe_process, find_cluster, maybe_initialize, task_from_tf_config
-from jaxspec.launchers import detect_launch
+from jaxspec.config import cluster as cluster_mod
+from jaxspec.config.cluster import (
+    Cluster,
+    describe_process,
+    find_cluster,
+    maybe_initialize,
+    task_from_tf_config,
+)
+from jaxspec.config.launchers import detect_launch
 
 _ENV_PREFIXES = ("SLURM_", "OMPI_", "PMIX_", "TPU_WORKER", "MEGASCALE_", "JAX_COORDINATOR", "JAX_NUM_PROC")
 SLURM = {
@@ -302,7 +308,7 @@ def test_joining_after_jax_started_says_what_to_do() -> None:
 def test_mpirun_one_process_runs_alone(tmp_path: Any) -> None:
     """A real ``mpirun -n 1``: the process does not join (no coordinator to wait for)."""
     code = (
-        "import jax; from jaxspec.cluster import maybe_initialize, describe_process; maybe_initialize(None); "
+        "import jax; from jaxspec.config.cluster import maybe_initialize, describe_process; maybe_initialize(None); "
         "print(jax.distributed.is_initialized(), jax.process_count(), describe_process())"
     )
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith(_ENV_PREFIXES)}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec.warm_start_settings import WarmStartSettings
+from jaxspec.config.warm_start_settings import WarmStartSettings
 from tests.helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
 
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec._model_fn import ModelFnCaller, estimator_spec_check
-from jaxspec.config import InputPipelineConfig
+from jaxspec.config.run_config import InputPipelineConfig
 from jaxspec.engine.steps import StepEngine
+from jaxspec.estimators._model_fn import ModelFnCaller, estimator_spec_check
 from jaxspec.loop.feeder import StepFeeder
 from jaxspec.loop.pipeline import InFlight, run_pipelined
 from jaxspec.loop.plan import RunPlan

@@ -17,7 +17,7 @@ import pytest
 from flax.training import train_state
 
 import jaxspec
-from jaxspec.loss_scale import LossScaleState
+from jaxspec.train_utils.loss_scale import LossScaleState
 
 #: (init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf, incr_ratio, decr_ratio)
 CASES = [(2.0**15, 3, 2, 2.0, 0.5), (1.5, 2, 1, 3.0, 0.8), (3e38, 1, 2, 2.0, 0.8), (100.0, 4, 3, 2.0, 0.8)]
@@ -221,7 +221,7 @@ def test_npu_precision_mode_gives_a_policy_and_warns_once_without_a_cast(tmp_pat
     caplog.set_level(logging.WARNING, logger="jaxspec")
     seen = _npu_train(tmp_path, "uncast", "allow_mix_precision_bf16", cast=False)
     policy, from_config = seen[0]
-    assert policy == from_config == jaxspec.mixed_precision.Policy(jnp.bfloat16)
+    assert policy == from_config == jaxspec.train_utils.mixed_precision.Policy(jnp.bfloat16)
     assert policy.param_dtype == jnp.float32
     warned = [r for r in caplog.records if "cannot cast a model by itself" in r.getMessage()]
     assert len(warned) == 1 and "bfloat16" in warned[0].getMessage()

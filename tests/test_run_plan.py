@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxspec
-from jaxspec._model_fn import ModelFnCaller, estimator_spec_check
+from jaxspec.estimators._model_fn import ModelFnCaller, estimator_spec_check
 from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.train import run_train
 from jaxspec.store.checkpoints import CheckpointStore

@@ -7,8 +7,8 @@ import os
 import pytest
 
 import jaxspec
-from jaxspec.exporter import BestExporter, FinalExporter, LatestExporter
-from jaxspec.training import EvalSpec, TrainSpec, train_and_evaluate
+from jaxspec.estimators.exporter import BestExporter, FinalExporter, LatestExporter
+from jaxspec.estimators.training import EvalSpec, TrainSpec, train_and_evaluate
 from tests.helpers import batches_input_fn, digits, init_fn, make_model_fn
 
 tf = pytest.importorskip("tensorflow")

@@ -20,18 +20,18 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxspec._fn_args import call_with_declared
-from jaxspec.config import RunConfig
+from jaxspec.config.run_config import RunConfig
 from jaxspec.engine.mesh import cores_per_replica, replica_axis, replica_index
 from jaxspec.engine.partitioning import constrain_state
 from jaxspec.engine.spec_parts import SpecParts, check_new_state, unpack_spec
-from jaxspec.learning_rate import find_learning_rate
-from jaxspec.loss_scale import find_loss_scale
 from jaxspec.metrics import Mean, mean
 from jaxspec.metrics.adapters import as_metric_state
 from jaxspec.metrics.base import padding_mask_reads, padding_mask_scope
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import Features, Labels, State
 from jaxspec.spec.host_call import call_with_tensors
+from jaxspec.train_utils.learning_rate import find_learning_rate
+from jaxspec.train_utils.loss_scale import find_loss_scale
 
 _METRIC_STEPS = 32  # steps whose metric_fn runs as one vectorised batch on the mesh
 

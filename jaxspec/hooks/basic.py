@@ -138,6 +138,7 @@ class LoggingTensorHook(SessionRunHook):
         """Log when due, with the seconds since the last log."""
         iterations = getattr(run_context, "iterations", 1)
         if self._trigger:
+            assert self._timer is not None  # _trigger is only set with a timer
             elapsed, _ = self._timer.update_last_triggered_step(self._iter + iterations - 1)
             self._log_values(run_values.results, elapsed)
         self._iter += iterations
@@ -195,7 +196,7 @@ class StopAtStepHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Request a stop once the global step reaches ``last_step``."""
-        if int(run_values.results) >= self._last_step:
+        if self._last_step is not None and int(run_values.results) >= self._last_step:
             run_context.request_stop()
 
 
@@ -308,7 +309,7 @@ class StepCounterHook(SessionRunHook):
         if not self._timer.should_trigger_for_step(step):
             return
         secs, steps = self._timer.update_last_triggered_step(step)
-        if secs:
+        if secs and steps is not None:
             rate = steps / secs
             _log.info("global_step/sec: %.4g", rate)
             if self._output_dir:

@@ -128,12 +128,13 @@ class CheckpointSaverHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Save when due."""
-        step = int(run_values.results)
-        if run_context.session.state is None:
+        step, session = int(run_values.results), run_context.session
+        assert session is not None  # the loop always passes its session
+        if session.state is None:
             return  # this loop's state went to the loop dispatched ahead: save after the next
         if self._timer.should_trigger_for_step(step):
             self._timer.update_last_triggered_step(step)
-            if self._save(run_context.session, step)[1]:
+            if self._save(session, step)[1]:
                 run_context.request_stop()
 
     def end(self, session: Session) -> None:
@@ -201,7 +202,9 @@ class LocalCheckpointHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         """Save locally when due (Orbax writes in the background)."""
         step = int(run_values.results)
-        state = run_context.session.state
+        session = run_context.session
+        assert session is not None  # the loop always passes its session
+        state = session.state
         if state is None or not self._tier.due_at(step):
             return  # None: given to a loop ahead, which no due step allows
         extras = self._extras(step) if self._extras is not None else None

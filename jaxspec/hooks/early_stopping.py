@@ -125,7 +125,7 @@ class _StopOnPredicateHook(SessionRunHook):
 def _check_estimator(estimator: Any) -> None:
     # The hooks layer sits below the facades and does not import them: an Estimator
     # exists only once its module is loaded, so the class is looked up there.
-    facade = sys.modules.get("jaxspec.estimator")
+    facade = sys.modules.get("jaxspec.estimators.estimator")
     if facade is None or not isinstance(estimator, facade.Estimator):
         raise TypeError(f"estimator must be a jaxspec Estimator, got {type(estimator).__name__}.")
 

@@ -37,13 +37,17 @@ class SecondOrStepTimer:
         if step == self._last_step:
             return False
         if self._every_secs is not None:
+            assert self._last_time is not None  # set with _last_step
             return time.time() >= self._last_time + self._every_secs
+        assert self._every_steps is not None  # exactly one of the two is set
         return step >= self._last_step + self._every_steps
 
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Mark ``step`` as triggered; return (seconds, steps) since the previous trigger."""
-        now = time.time()
-        elapsed = (None, None) if self._last_time is None else (now - self._last_time, step - self._last_step)
+        now, last_time, last_step = time.time(), self._last_time, self._last_step
+        elapsed: tuple[float | None, int | None] = (
+            (None, None) if last_time is None or last_step is None else (now - last_time, step - last_step)
+        )
         self._last_time, self._last_step = now, step
         return elapsed
 
@@ -55,7 +59,7 @@ class SecondOrStepTimer:
             return None
         if self._last_step is None:
             return step + 1
-        every = max(self._every_steps, 1)
+        every = max(self._every_steps or 0, 1)
         due = self._last_step + every
         if due <= step:
             due += ((step - due) // every + 1) * every

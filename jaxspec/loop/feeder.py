@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxspec.config import InputPipelineConfig
+from jaxspec.config.run_config import InputPipelineConfig
 from jaxspec.loop.inputs import Batch, _concat, _pad_rows, batch_rows
 from jaxspec.loop.short_batch import SPLIT, exact_loss_steps
 from jaxspec.mode_keys import ModeKeys

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxspec.config import RunConfig
+from jaxspec.config.run_config import RunConfig
 from jaxspec.loop.plan import RunPlan
 
 MAX_GROUP_STEPS = 1000  # steps of one group with steps_per_execution='auto'

@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from jaxspec.cluster import describe_process
+from jaxspec.config.cluster import describe_process
 
 _log = logging.getLogger("jaxspec")
 

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from jaxspec._fn_args import call_with_declared
-from jaxspec.config import InputPipelineConfig
+from jaxspec.config.run_config import InputPipelineConfig
 from jaxspec.engine.mesh import cores_per_replica, local_replica_devices, local_replicas, num_replicas
 from jaxspec.engine.multihost import agree, agree_each
 from jaxspec.engine.spec_parts import SpecParts

@@ -11,11 +11,11 @@ from typing import Any
 
 from jax.sharding import Mesh
 
-from jaxspec.config import InputPipelineConfig, RunConfig
+from jaxspec.config.run_config import InputPipelineConfig, RunConfig
+from jaxspec.config.warm_start_settings import WarmStartSettings
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.spec.fn_types import InitFn, ModelFn
 from jaxspec.store.checkpoints import CheckpointStore
-from jaxspec.warm_start_settings import WarmStartSettings
 
 BATCH_SIZE_KEY = "batch_size"
 
@@ -35,7 +35,7 @@ class RunPlan:
     Attributes:
       mode: a ModeKeys value.
       model_fn: what the engine calls in place of the user's model_fn (every argument by
-        name; a ``jaxspec._model_fn.ModelFnCaller``).
+        name; a ``jaxspec.estimators._model_fn.ModelFnCaller``).
       init_fn: builds the first state (arguments by name: rng, features, labels, params,
         config), or None (the state is then an empty dict).
       config: the RunConfig passed to model_fn and input_fn as ``config``.

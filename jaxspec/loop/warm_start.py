@@ -1,5 +1,5 @@
 """Warm starting: initialise state leaves from another model's checkpoint (the settings,
-``WarmStartSettings``, live in ``jaxspec.warm_start_settings``)."""
+``WarmStartSettings``, live in ``jaxspec.config.warm_start_settings``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import jax
 import numpy as np
 
 from jaxspec._trees import named_leaves
+from jaxspec.config.warm_start_settings import WarmStartSettings
 from jaxspec.spec.fn_types import State
 from jaxspec.store import paths
 from jaxspec.store.checkpoints import CHECKPOINT_SUBDIR, restore_on_host
-from jaxspec.warm_start_settings import WarmStartSettings
 
 __all__ = ["warm_start"]
 

@@ -53,7 +53,7 @@ def register_spec_pytree(
 
     def flatten(spec: Any) -> tuple[list[Any], _Static]:
         fields = spec._asdict()
-        extra = getattr(spec, "_extra_fields", dict)()
+        extra: dict[str, Any] = getattr(spec, "_extra_fields", dict)()
         fields.update(extra)
         children = [fields[f] for f in array_fields]
         static: list[tuple[str, Any]] = []
@@ -74,6 +74,7 @@ def register_spec_pytree(
         fields.update(statics)
         if build is not None:
             return build(cls, fields)
-        return tuple.__new__(cls, [fields[f] for f in cls._fields])
+        names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]  # a namedtuple class
+        return tuple.__new__(cls, [fields[f] for f in names])
 
     jax.tree_util.register_pytree_node(cls, flatten, unflatten)

@@ -255,8 +255,10 @@ def _serving_checks(
 ) -> None:
     """Warmup records and the validation report, inside the atomic export (both only
     checked against TF when ``runs_here``: the load check passed)."""
-    main = next(g for g in graphs if g.mode == _modes.PREDICT)
-    example = main.serving["features"]
+    found = next(g for g in graphs if g.mode == _modes.PREDICT)
+    serving = found.serving
+    assert serving is not None  # every PREDICT graph carries what serving needs
+    example = serving["features"]
     single = not isinstance(example, Mapping)
     example = {"feature": example} if single else dict(example)
     defaults = _warmup.parsed_defaults(temp_dir)
@@ -264,7 +266,7 @@ def _serving_checks(
     keys = sorted(example)  # the features flattened (sorted keys): main.serving's indices
     names = {
         key: {name: keys[i] for name, i in inputs.items()}
-        for key, (_, inputs, inputs_are) in main.serving["signatures"].items()
+        for key, (_, inputs, inputs_are) in serving["signatures"].items()
         if inputs_are == "receiver_tensors"
     }
     if warmup_requests is not None:
@@ -276,10 +278,10 @@ def _serving_checks(
 
     def jax_model(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
         out = heads(state, features["feature"] if single else features)
-        return out[main.serving["signatures"][key][0]]
+        return out[serving["signatures"][key][0]]
 
     references: dict[str, Any] = {"jax": jax_model}
-    if jax_artifact and main.serving["signatures"]:
+    if jax_artifact and serving["signatures"]:
         from jaxspec.export.serving import load_serving
 
         served = load_serving(temp_dir)

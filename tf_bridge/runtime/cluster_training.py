@@ -11,7 +11,7 @@ TensorFlow's own runtime).
   checkpoints, like a local run.
 - ``ps``: starts its server and serves variables until the process is ended.
 - ``evaluator``: evaluates (and exports) each new checkpoint until one at
-  ``max_steps`` (``jaxspec.training.evaluate_continuously``).
+  ``max_steps`` (``jaxspec.estimators.training.evaluate_continuously``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxspec import training as _shared
+from jaxspec.estimators import training as _shared
 from tf_bridge.runtime.runner.cluster import start_server
 
 _log = logging.getLogger("tf_bridge")

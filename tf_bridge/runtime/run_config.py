@@ -1,7 +1,7 @@
 """RunConfig and TPUConfig for TensorFlow model_fns (``tf.estimator.RunConfig``,
 ``tf.estimator.tpu.RunConfig``, ``tf.estimator.tpu.TPUConfig``).
 
-The fields, defaults and validation are jaxspec's (``jaxspec.config``), which follow
+The fields, defaults and validation are jaxspec's (``jaxspec.config.run_config``), which follow
 tf.estimator's; this module adds what a TensorFlow session needs: a default
 ``session_config`` (the one tf.estimator used), and the cluster properties tf.estimator
 exposes, read from ``TF_CONFIG`` (``tf_bridge.runtime.cluster_settings``).
@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from jaxspec import config as _jaxspec_config
+from jaxspec.config import run_config as _jaxspec_config
 from tf_bridge.runtime import cluster_settings as _cluster_settings
 
 InputPipelineConfig = _jaxspec_config.InputPipelineConfig

@@ -1,7 +1,7 @@
 """``train_and_evaluate``, ``TrainSpec``, ``EvalSpec`` and the exporters for TensorFlow
 model_fns (``tf.estimator.train_and_evaluate`` and friends).
 
-The driver is jaxspec's (``jaxspec.training.run_train_and_evaluate``): the same
+The driver is jaxspec's (``jaxspec.estimators.training.run_train_and_evaluate``): the same
 evaluate-after-checkpoint listener, throttling, one evaluation and export per
 checkpoint and return value; here it runs a ``tf_bridge.Estimator`` with TensorFlow's
 hooks and CheckpointSaverListeners. The exporters are jaxspec's classes: they only call
@@ -15,8 +15,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec import training as _shared
-from jaxspec.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
+from jaxspec.estimators import training as _shared
+from jaxspec.estimators.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from tf_bridge.runtime import cluster_training
 from tf_bridge.runtime.runner.estimator import Estimator
 from tf_bridge.runtime.runner.train import load_global_step
@@ -42,7 +42,7 @@ class TrainSpec(_shared.TrainSpec):
 
 class EvalSpec(_shared.EvalSpec):
     """The evaluation half of train_and_evaluate (``tf.estimator.EvalSpec``); the
-    arguments, defaults and errors of ``jaxspec.training.EvalSpec``, with
+    arguments, defaults and errors of ``jaxspec.estimators.training.EvalSpec``, with
     ``tf.compat.v1.train.SessionRunHook``s as hooks."""
 
     _hook_type = tf.compat.v1.train.SessionRunHook

@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from jaxspec.estimator import resolve_model_dir
+from jaxspec.estimators.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.warm_start import WarmStartSettingsBase
 from tf_bridge.export.saved_model import modes_in_order

@@ -7,7 +7,7 @@ arguments, or a TF ``ClusterResolver``); ``TF_CONFIG``, the variable tf.estimato
 already set (its ``chief`` or legacy ``master`` and ``worker`` tasks are the training
 processes; an ``evaluator`` task, as in tf.estimator, is outside the training cluster
 and joins nothing; ``ps`` tasks are refused); the launcher's own variables (Slurm, Open
-MPI, Cloud TPU, Kubernetes: ``jaxspec.launchers``); ``JAX_COORDINATOR_ADDRESS`` +
+MPI, Cloud TPU, Kubernetes: ``jaxspec.config.launchers``); ``JAX_COORDINATOR_ADDRESS`` +
 ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``. ``docs/cluster.md`` ("Launchers") says more.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import jax
 
-from jaxspec.launchers import Launch, detect_launch
+from jaxspec.config.launchers import Launch, detect_launch
 
 _log = logging.getLogger("jaxspec")
 
@@ -119,7 +119,7 @@ def tf_config_from_resolver(resolver: Any) -> dict[str, Any]:
     """
     if not callable(getattr(resolver, "cluster_spec", None)):
         raise TypeError(
-            "RunConfig.cluster must be a jaxspec.cluster.Cluster, a dict of its arguments or a "
+            "RunConfig.cluster must be a jaxspec.config.cluster.Cluster, a dict of its arguments or a "
             f"ClusterResolver (cluster_spec(), task_type, task_id); got {type(resolver).__name__}."
         )
     spec = resolver.cluster_spec()
@@ -195,7 +195,7 @@ class Cluster:
 
     @classmethod
     def from_launch(cls, launch: Launch) -> Cluster:
-        """The Cluster a launcher describes (``jaxspec.launchers.detect_launch``)."""
+        """The Cluster a launcher describes (``jaxspec.config.launchers.detect_launch``)."""
         made = cls(launch.coordinator_address, launch.num_processes, launch.process_id)
         made.launch, made.source = launch, launch.launcher
         made.roles = [f"{launch.task_word} {i}" for i in range(launch.num_processes)]
@@ -245,8 +245,8 @@ class Cluster:
             raise RuntimeError(
                 f"jaxspec: {self.source} describes {self.num_processes} processes, but JAX was used "
                 "in this process before they could join (jax.distributed.initialize must come first). "
-                "Call jaxspec.cluster.maybe_initialize(None) before any other JAX call, or pass "
-                "RunConfig(cluster=jaxspec.cluster.Cluster(num_processes=1)) to run alone."
+                "Call jaxspec.config.cluster.maybe_initialize(None) before any other JAX call, or pass "
+                "RunConfig(cluster=jaxspec.config.cluster.Cluster(num_processes=1)) to run alone."
             ) from error
         _roles = self.roles or [f"process {i}" for i in range(jax.process_count())]
         _this_process = jax.process_index()
@@ -277,11 +277,11 @@ def describe_process(process_id: int | None = None) -> str:
 def find_cluster(cluster: Any = None) -> Cluster | None:
     """The cluster this process belongs to, first found of: ``cluster`` (RunConfig's:
     a Cluster, a dict of its arguments, or a ClusterResolver), TF_CONFIG's cluster, the
-    launcher's variables, the ``JAX_*`` variables (``jaxspec.launchers``). None: one
+    launcher's variables, the ``JAX_*`` variables (``jaxspec.config.launchers``). None: one
     process.
 
     Raises:
-      ValueError: as ``task_from_tf_config`` and ``jaxspec.launchers.detect_launch``.
+      ValueError: as ``task_from_tf_config`` and ``jaxspec.config.launchers.detect_launch``.
       TypeError: ``cluster`` is none of the forms above.
     """
     if isinstance(cluster, dict):

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from jaxspec._fn_args import check_declared_args
-from jaxspec._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec._trees import named_leaves
-from jaxspec.cluster import EVALUATOR, maybe_initialize, run_config_task
 from jaxspec.compilation_cache import ensure_compilation_cache
-from jaxspec.config import RunConfig
+from jaxspec.config.cluster import EVALUATOR, maybe_initialize, run_config_task
+from jaxspec.config.run_config import RunConfig
+from jaxspec.config.warm_start_settings import as_settings
 from jaxspec.engine.partitioning import check_rules
+from jaxspec.estimators._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
@@ -34,7 +35,6 @@ from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import Hooks, InitFn, InputFn, ModelFn
 from jaxspec.store.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 from jaxspec.store.local_tier import TieredCheckpointStore
-from jaxspec.warm_start_settings import as_settings
 
 _log = logging.getLogger("jaxspec")
 GLOBAL_STEP_NAME = "global_step"

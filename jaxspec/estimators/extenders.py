@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxspec._fn_args import fn_arg_names
-from jaxspec.estimator import Estimator
+from jaxspec.estimators.estimator import Estimator
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.metric_fn import eval_metrics_with, verify_metric_fn_args
 

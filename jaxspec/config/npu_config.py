@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from jaxspec._checks import check_nonnegative_int, check_positive_int, type_name
-from jaxspec.config import RunConfig
+from jaxspec.config.run_config import RunConfig
 
 _log = logging.getLogger("jaxspec")
 
@@ -79,7 +79,7 @@ class NPURunConfig(RunConfig):
       eval_distribute: as RunConfig.
       precision_mode: None or the adapter's string. ``compute_dtype`` gives the JAX dtype
         it maps to (``PRECISION_DTYPES``), and ``precision_policy`` the
-        ``jaxspec.mixed_precision.Policy`` model_fn casts with when that dtype is
+        ``jaxspec.train_utils.mixed_precision.Policy`` model_fn casts with when that dtype is
         float16 or bfloat16; values without a JAX counterpart are recorded and ignored
         with a warning.
       enable_reduce_precision, variable_format_optimize, enable_data_pre_proc,
@@ -196,7 +196,7 @@ class NPURunConfig(RunConfig):
 
     @property
     def precision_policy(self) -> Any:
-        """A ``jaxspec.mixed_precision.Policy(compute_dtype, param_dtype=float32)`` when
+        """A ``jaxspec.train_utils.mixed_precision.Policy(compute_dtype, param_dtype=float32)`` when
         ``precision_mode`` asks for reduced precision (float16 or bfloat16 compute), else
         None. NPUEstimator passes it to model_fn as ``params['precision_policy']`` too;
         model_fn casts with it (XLA does not cast a model by itself, the NPU's graph
@@ -204,6 +204,6 @@ class NPURunConfig(RunConfig):
         name = PRECISION_DTYPES.get(self.precision_mode or "")
         if name is None or name == "float32":
             return None
-        from jaxspec.mixed_precision import Policy
+        from jaxspec.train_utils.mixed_precision import Policy
 
         return Policy(self.compute_dtype)

@@ -1,7 +1,7 @@
 """TPUConfig and InputPipelineConfig (``tf.estimator.tpu.TPUConfig``,
 ``tf.estimator.tpu.InputPipelineConfig``) and the reading of ``iterations_per_loop``:
 fields, defaults and validation follow TF's, the exception types are TensorFlow's, the
-messages jaxspec's. ``jaxspec.config`` re-exports them beside RunConfig.
+messages jaxspec's. ``jaxspec.config.run_config`` re-exports them beside RunConfig.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxspec.cluster import CHIEF, EVALUATOR, WORKER, run_config_task
-from jaxspec.estimator import Estimator
-from jaxspec.exporter import Exporter
+from jaxspec.config.cluster import CHIEF, EVALUATOR, WORKER, run_config_task
+from jaxspec.estimators.estimator import Estimator
+from jaxspec.estimators.exporter import Exporter
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.spec.hooks import SessionRunHook
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from jaxspec._checks import is_int, type_name
 from jaxspec._fn_args import fn_arg_names
-from jaxspec.tpu_config import (  # noqa: F401  (re-exported: they live in jaxspec.tpu_config)
+from jaxspec.config.tpu_config import (  # noqa: F401  (re-exported: they live in jaxspec.config.tpu_config)
     InputPipelineConfig,
     IterationsPerLoopCounter,
     TPUConfig,
@@ -378,7 +378,7 @@ class RunConfig:
 
     def _evaluator_index(self) -> int | None:
         """This process's index as TF_CONFIG's ``evaluator`` task (None: not one)."""
-        from jaxspec.cluster import EVALUATOR, run_config_task
+        from jaxspec.config.cluster import EVALUATOR, run_config_task
 
         task = run_config_task(self._cluster)
         return task[1] if task is not None and task[0] == EVALUATOR else None
@@ -410,7 +410,7 @@ class RunConfig:
         """``'chief'`` on process 0 (``'master'`` when TF_CONFIG's cluster, or a
         ClusterResolver's, has a ``master`` job, as in tf.estimator), ``'worker'`` on the others, ``'evaluator'``
         on TF_CONFIG's evaluator task."""
-        from jaxspec.cluster import chief_task_type
+        from jaxspec.config.cluster import chief_task_type
 
         if self._evaluator_index() is not None:
             return "evaluator"

@@ -8,13 +8,13 @@ from typing import Any
 
 import jax
 
-from jaxspec._model_fn import npu_spec_check
-from jaxspec.estimator import Estimator
+from jaxspec.config.npu_config import NPURunConfig
+from jaxspec.estimators._model_fn import npu_spec_check
+from jaxspec.estimators.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
-from jaxspec.mixed_precision import Policy, computes_in
 from jaxspec.mode_keys import ModeKeys
-from jaxspec.npu_config import NPURunConfig
 from jaxspec.spec.fn_types import InitFn, ModelFn
+from jaxspec.train_utils.mixed_precision import Policy, computes_in
 
 _log = logging.getLogger("jaxspec")
 PRECISION_POLICY_KEY = "precision_policy"
@@ -77,7 +77,7 @@ class PrecisionCheckedModelFn:
             _log.warning(
                 "NPUEstimator: precision_mode asks for %s compute, but model_fn's train step does no "
                 "matmul or convolution in %s. jaxspec cannot cast a model by itself: cast inputs and "
-                "parameters with params['precision_policy'] (a jaxspec.mixed_precision.Policy), or "
+                "parameters with params['precision_policy'] (a jaxspec.train_utils.mixed_precision.Policy), or "
                 "give the model's layers that dtype.",
                 self.policy.compute_dtype.name,
                 self.policy.compute_dtype.name,
@@ -103,7 +103,7 @@ class NPUEstimator(Estimator):
 
     A ``precision_mode`` asking for float16 or bfloat16 compute gives model_fn
     ``config.precision_policy`` and ``params['precision_policy']``, a
-    ``jaxspec.mixed_precision.Policy``; the adapter's graph engine cast the model itself,
+    ``jaxspec.train_utils.mixed_precision.Policy``; the adapter's graph engine cast the model itself,
     XLA does not, so model_fn casts with it. When the first traced train step does no
     matmul or convolution in that dtype, one warning says so.
 

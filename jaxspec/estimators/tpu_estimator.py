@@ -9,11 +9,16 @@ import jax
 from jax.sharding import Mesh
 
 from jaxspec._checks import check_positive_int
-from jaxspec._model_fn import tpu_spec_check
-from jaxspec.cluster import maybe_initialize
-from jaxspec.config import InputPipelineConfig, RunConfig, iterations_per_loop_count, loop_duration_secs
+from jaxspec.config.cluster import maybe_initialize
+from jaxspec.config.run_config import (
+    InputPipelineConfig,
+    RunConfig,
+    iterations_per_loop_count,
+    loop_duration_secs,
+)
 from jaxspec.engine.mesh import make_replica_mesh, num_replicas
-from jaxspec.estimator import Estimator
+from jaxspec.estimators._model_fn import tpu_spec_check
+from jaxspec.estimators.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import InitFn, ModelFn
@@ -68,7 +73,7 @@ class TPUEstimator(Estimator):
       batch_axis, export_to_tpu, export_to_cpu, embedding_config_spec: accepted for
         compatibility.
 
-    What model_fn returns is checked per mode (see ``jaxspec._model_fn.tpu_spec_check``):
+    What model_fn returns is checked per mode (see ``jaxspec.estimators._model_fn.tpu_spec_check``):
     on the mesh an EVAL or PREDICT model_fn must return a TPUEstimatorSpec
     (RuntimeError), and a TRAIN EstimatorSpec may not carry training_chief_hooks
     (ValueError).
