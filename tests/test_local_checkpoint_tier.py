@@ -31,10 +31,13 @@ def uninterrupted(tmp_path_factory) -> dict[str, np.ndarray]:
 
 
 def _committed(checkpoints: str) -> list[int]:
-    return sorted(
-        int(os.path.basename(os.path.dirname(p)))
+    # Orbax writes commit_success.txt inside "<step>.orbax-checkpoint-tmp" and then renames the
+    # directory; only the renamed, all-digit directories are committed steps.
+    names = (
+        os.path.basename(os.path.dirname(p))
         for p in glob.glob(os.path.join(checkpoints, "*", "commit_success.txt"))
     )
+    return sorted(int(name) for name in names if name.isdigit())
 
 
 def _assert_equal(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
