@@ -78,6 +78,11 @@ def test_sigkill_after_local_save_resumes_from_it(tmp_path, uninterrupted, caplo
     est = make_estimator(model_dir, local_dir)
     est.train(input_fn, max_steps=MAX_STEPS)
     assert _restored_step(caplog) == newest_local  # the local step, not the model_dir's 10
+    tier = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Resuming from the local")]
+    assert tier == [
+        f"Resuming from the local checkpoint tier {local_ckpts} at global step {newest_local} "
+        "(the model_dir's newest is global step 10)."
+    ], tier
     assert any(
         r.getMessage() == f"Input position restored from the checkpoint at global step {newest_local}."
         for r in caplog.records

@@ -129,15 +129,59 @@ def _validate_faults(config: RunConfig) -> None:
         raise TypeError(f"RunConfig: exit_on_hang must be a bool, got {type_name(config.exit_on_hang)}.")
     if config.exit_on_hang and config.hang_timeout_secs is None:
         raise ValueError("RunConfig: exit_on_hang needs hang_timeout_secs.")
+    if config.heartbeat_timeout_secs is None:
+        raise ValueError("RunConfig: heartbeat_timeout_secs must be a number of seconds > 0, got None.")
+    _check_cluster(config.cluster)
     local, every = config.local_checkpoint_dir, config.local_save_checkpoints_steps
     if local is not None and (not isinstance(local, str) or not local):
         raise ValueError(f"RunConfig: local_checkpoint_dir must be a non-empty path, got {local!r}.")
+    if local is not None:
+        _check_writable_dir(local)
     if every is not None and (isinstance(every, bool) or not is_int(every) or every < 1):
         raise ValueError(f"RunConfig: local_save_checkpoints_steps must be an int >= 1, got {every!r}.")
     if (local is None) != (every is None):
         raise ValueError(
             "RunConfig: local_checkpoint_dir and local_save_checkpoints_steps are set together "
             f"(got {local!r} and {every!r})."
+        )
+
+
+def _check_cluster(cluster: Any) -> None:
+    """``cluster`` is None, a ``jaxspec.config.cluster.Cluster``, a dict of its arguments,
+    or a ClusterResolver (anything with a ``cluster_spec`` method)."""
+    from jaxspec.config.cluster import Cluster
+
+    if (
+        cluster is None
+        or isinstance(cluster, Cluster | dict)
+        or callable(getattr(cluster, "cluster_spec", None))
+    ):
+        return
+    raise TypeError(
+        "RunConfig: cluster must be a jaxspec Cluster, a dict of its arguments or a ClusterResolver "
+        f"(an object with cluster_spec()), got {type_name(cluster)}."
+    )
+
+
+def _check_writable_dir(path: str) -> None:
+    """A local checkpoint directory that can never be written is refused when the
+    RunConfig is made, before any model_dir is created: an existing non-directory, or a
+    missing directory whose nearest existing parent is not a writable directory."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise ValueError(f"RunConfig: local_checkpoint_dir {path!r} exists and is not a directory.")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ValueError(f"RunConfig: local_checkpoint_dir {path!r} is not writable by this process.")
+        return
+    if "://" in path:  # a URL is not node-local, but it is not ours to probe here
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"RunConfig: local_checkpoint_dir {path!r} cannot be created: {parent!r} is not a "
+            "writable directory."
         )
 
 
@@ -233,7 +277,8 @@ class RunConfig:
       exit_on_hang: (a JAX addition) bool, False: also exit (status 124, ``timeout``'s)
         after the hang report, so that a scheduler restarts the job.
       local_checkpoint_dir / local_save_checkpoints_steps: (a JAX addition) a node-local
-        directory (str) and the steps (int >= 1) between saves to it, set together or
+        directory (str or os.PathLike, stored as str; it must be, or be creatable as, a
+        writable directory) and the steps (int >= 1) between saves to it, set together or
         not at all: frequent checkpoints go there while the model_dir keeps
         ``save_checkpoints_steps``; restore takes the newest intact checkpoint of the two.
 
@@ -243,10 +288,12 @@ class RunConfig:
         a non-integer seed, an empty model_dir, master and cluster both set,
         ``steps_per_execution`` neither ``'auto'`` nor an int >= 1,
         ``peak_flops_per_device <= 0``, a preemption signal that is not a catchable
-        signal, only one of the local tier's two fields, ...).
+        signal, only one of the local tier's two fields, a local_checkpoint_dir that
+        is a file or cannot be written, ``heartbeat_timeout_secs=None``, ...).
       TypeError: a count that is not a number; tpu_config that is not a TPUConfig;
         export_jax_artifact or exit_on_hang that is not a bool; preemption_signals that
-        is not a non-empty tuple.
+        is not a non-empty tuple; a cluster that is none of Cluster, dict or
+        ClusterResolver.
     """
 
     # The fields, in REPLACEABLE_FIELDS' order, then the ones replace() may not change.

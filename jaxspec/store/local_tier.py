@@ -136,8 +136,9 @@ class LocalTier:
         steps newer than the step resumed from are deleted (training writes them again).
         Every process calls it together (one all-gather).
 
-        Logs one line when this process's tier is empty or missing (a new node), and one
-        when the processes hold no common step newer than the model_dir's."""
+        Logs one line naming the tier when it resumes from it, one when this process's
+        tier is empty or missing (a new node), and one when the processes hold no common
+        step newer than the model_dir's."""
         own = self.intact_steps()
         held = _steps_everywhere(own)
         newer = [s for s in held if model_dir_step is None or s > model_dir_step]
@@ -155,6 +156,14 @@ class LocalTier:
                 own[0],
                 self.directory,
                 "not every process holds it" if jax.process_count() > 1 else "it is older",
+            )
+        if chosen is not None:
+            _log.info(
+                "Resuming from the local checkpoint tier %s at global step %d (the model_dir's newest "
+                "is %s).",
+                self.directory,
+                chosen,
+                "none" if model_dir_step is None else f"global step {model_dir_step}",
             )
         self.discard_after(chosen if chosen is not None else model_dir_step)
         return chosen
