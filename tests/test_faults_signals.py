@@ -74,3 +74,54 @@ def test_a_signal_not_listed_keeps_its_default_action(tmp_path):
     assert "received: stopping" not in text and "Training stopped by" not in text
     # saves every 1000 steps: only the step-0 checkpoint (tf.estimator's, at the start) exists
     assert job.estimator(model_dir).latest_checkpoint().endswith("/0")
+
+
+STALLED = """
+import sys, time
+sys.path.insert(0, {root!r})
+from tests import preemption_subprocess as job
+
+def stalled_input():
+    for i in range(40):
+        x, y = job.batch(i)
+        yield {{"x": x}}, y
+    print("stalled", flush=True)
+    while True:
+        time.sleep(0.05)
+
+job.estimator({model_dir!r}).train(stalled_input, max_steps=1000)
+print("finished", flush=True)
+"""
+
+
+def test_second_sigterm_while_input_fn_stalls_ends_the_process_at_once(tmp_path):
+    """The first SIGTERM waits for a step it can stop at, which an input_fn that blocks
+    never gives; the second ends the process as SIGTERM would have, writing nothing."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = STALLED.format(root=root, model_dir=str(tmp_path / "run"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("stalled"):
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.5)
+    assert proc.poll() is None, "".join(lines)  # the first signal only asks for a stop
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.perf_counter()
+    out, _ = proc.communicate(timeout=60)
+    text = "".join(lines) + out
+    assert proc.returncode == -signal.SIGTERM, text  # ended by the signal itself
+    assert "SIGTERM received: stopping at the next step" in text
+    assert "SIGTERM received again before training reached a step it can stop at" in text
+    assert "finished" not in text and "Training stopped by" not in text
+    assert time.perf_counter() - signalled < 30, text

@@ -5,6 +5,7 @@ SIGTERM would."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -30,7 +31,9 @@ class PreemptionWatcher:
     ``jaxspec.loop.dispatch_bound``), ends the hooks (the final checkpoint is written and
     awaited), then calls ``exit_if_triggered``. Active only in the main thread (Python
     delivers signals there); a signal the program ignores stays ignored, and a signal not
-    listed keeps its own disposition. The previous handlers are restored after.
+    listed keeps its own disposition. The previous handlers are restored after. A second
+    listed signal before that boundary (an input_fn that blocks, say) ends the process at
+    once, as the signal would have without the watcher, with no new checkpoint.
 
     Follows tf.estimator's TPU/NPU preemption handling (checkpoint, then exit) for SIGTERM;
     other signals are a JAX addition (``RunConfig.preemption_signals``).
@@ -55,6 +58,7 @@ class PreemptionWatcher:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.triggered:
+            self._end_now(signum, frame)
             return
         self.step_at_signal = None if self.progress is None else int(self.progress())
         self.signum = signum
@@ -63,6 +67,26 @@ class PreemptionWatcher:
             signal_name(signum),
         )
         self.triggered = True
+
+    def _end_now(self, signum: int, frame: Any) -> None:
+        """A second listed signal before training reached a step it can stop at (an
+        input_fn that blocks, a hung collective): give the signal its previous
+        disposition and deliver it again, so the process ends as it would have without
+        the watcher (a program's own handler is called instead). No new checkpoint is
+        written; the last complete one is intact."""
+        _log.error(
+            "%s received again before training reached a step it can stop at: ending now, "
+            "without a new checkpoint (the last complete one is intact).",
+            signal_name(signum),
+        )
+        for handler in logging.getLogger().handlers + _log.handlers:
+            handler.flush()
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        os.kill(os.getpid(), signum)
 
     def __enter__(self) -> PreemptionWatcher:
         if threading.current_thread() is threading.main_thread():
