@@ -5,15 +5,19 @@ Orbax/absl below WARNING in any of them."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pty
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from jaxspec.loop import console
 
 PROGRAM = str(Path(__file__).with_name("console_program.py"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -95,6 +99,12 @@ def test_pipe_prints_tf_estimator_lines_at_its_cadence(outputs: dict[str, str]) 
     evals = [(int(d), int(t)) for d, t, unit in left if unit == "batches"]  # one loop of 3: no rate
     assert evals and all(t == 25 and 1 < d < t for d, t in evals), left
     assert all(t == 25 and d % 2 == 0 for d, t in evals if t == 25), left
+    # Issue 48: the remaining line counts what the Evaluation line just above it showed.
+    lines = [ln for ln in text.splitlines() if ln.startswith("INFO:jaxspec:")]
+    for i, ln in enumerate(lines):
+        found = re.match(r"INFO:jaxspec:About \S+ remaining: (\d+) of (\d+) batches done\.$", ln)
+        if found:
+            assert lines[i - 1] == f"INFO:jaxspec:Evaluation [{found[1]}/{found[2]}]", lines[i - 1 : i + 1]
     assert "ROOT_HANDLERS_AFTER_IMPORT 0" in text and "ROOT_HANDLERS_AT_END 0" in text
     assert "PREDICTED 512" in text
     _hook_and_checkpoint_lines(text, "INFO:jaxspec:")
@@ -186,3 +196,20 @@ def test_the_bar_at_80_columns_never_cuts_the_step_counter(done: int, total: int
         assert "loss 0.123" in last or "loss = 0.1235, global_step/sec = 1.235e+04" in last, last
         if width == 120:
             assert last.endswith("loss = 0.1235, global_step/sec = 1.235e+04"), last
+
+
+def test_eval_remaining_line_counts_what_the_evaluation_line_showed(caplog) -> None:
+    """Issue 48: a loop that ends between cadence points (batches 3..16 of 30, lines every
+    3) used to print "16 of 30 batches done" under "Evaluation [15/30]"."""
+    caplog.set_level(logging.INFO, logger="jaxspec")
+    with console.running("evaluate", total=30, unit="batches"):
+        console.eval_progress(0, 2, 30)  # the first update: no rate yet, no remaining line
+        time.sleep(0.01)
+        console.eval_progress(2, 16, 30)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert [m for m in msgs if m.startswith("Evaluation")] == [
+        f"Evaluation [{k}/30]" for k in (3, 6, 9, 12, 15)
+    ]
+    left = [i for i, m in enumerate(msgs) if "remaining" in m]
+    assert len(left) == 1 and msgs[left[0]].endswith(": 15 of 30 batches done."), msgs
+    assert msgs[left[0] - 1] == "Evaluation [15/30]"

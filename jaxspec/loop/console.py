@@ -365,19 +365,22 @@ class Progress:
         if self._first is not None:
             self._first = (self._first[0] + seconds, self._first[1])
 
-    def remaining(self) -> float | None:
-        """Seconds left to ``total``, at the rate since the first update (so a first
-        loop's compilation does not count, nor a later one: ``leave_out``); None while the
-        total or a rate is unknown."""
+    def remaining(self, done: int | None = None) -> float | None:
+        """Seconds left to ``total`` from ``done`` (default: the units done so far), at
+        the rate since the first update (so a first loop's compilation does not count, nor
+        a later one: ``leave_out``); None while the total or a rate is unknown."""
         if self.total is None or not self._rate:
             return None
-        return max(self.total - self.done, 0) / self._rate
+        return max(self.total - (self.done if done is None else done), 0) / self._rate
 
-    def remaining_line(self) -> None:
-        """A cadence line with the remaining time (none while it is unknown or 0)."""
-        left = self.remaining()
-        if left is not None and self.done < (self.total or 0):
-            self.line("About %s remaining: %d of %d %s done.", _clock(left), self.done, self.total, self.unit)
+    def remaining_line(self, done: int | None = None) -> None:
+        """A cadence line with the remaining time from ``done`` units (default: those
+        done so far; an evaluation passes the count its last ``Evaluation [k/n]`` line
+        showed, so the two lines agree); none while it is unknown or 0."""
+        done = self.done if done is None else done
+        left = self.remaining(done)
+        if left is not None and done < (self.total or 0):
+            self.line("About %s remaining: %d of %d %s done.", _clock(left), done, self.total, self.unit)
 
     def set_total(self, total: int | None) -> None:
         """The bar's total, once known (None: unknown)."""
@@ -434,11 +437,12 @@ def _clock(secs: float) -> str:
     return str(datetime.timedelta(seconds=round(secs)))
 
 
-def remaining_line() -> None:
+def remaining_line(done: int | None = None) -> None:
     """The running call's remaining-time line (``About 0:01:05 remaining: 200 of 1000
-    steps done.``), at a cadence point, when the total and a rate are known."""
+    steps done.``), at a cadence point, when the total and a rate are known; ``done``
+    as ``Progress.remaining_line``."""
     if _current:
-        _current[-1].remaining_line()
+        _current[-1].remaining_line(done)
 
 
 def leave_out(seconds: float) -> None:
@@ -480,7 +484,7 @@ def eval_progress(before: int, done: int, steps: int | None) -> None:
     for k in shown:
         line("Evaluation [%d/%d]", k, steps, cadence=True)
     if shown:
-        remaining_line()
+        remaining_line(shown[-1])  # the count the Evaluation line above showed
 
 
 def _emit(where: str, msg: str, args: tuple[Any, ...]) -> None:
