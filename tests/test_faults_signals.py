@@ -125,3 +125,29 @@ def test_second_sigterm_while_input_fn_stalls_ends_the_process_at_once(tmp_path)
     assert "SIGTERM received again before training reached a step it can stop at" in text
     assert "finished" not in text and "Training stopped by" not in text
     assert time.perf_counter() - signalled < 30, text
+
+
+def test_second_signal_during_the_final_save_is_ignored_and_one_to_a_handler_is_handed_on(caplog):
+    """Once the loop has stopped (reached_last_boundary), a further listed signal must not
+    cut the stop's checkpoint short; before that, with a handler of the program's own, the
+    second signal goes to it (and the log does not claim the process ends)."""
+    from jaxspec.loop.preemption import PreemptionWatcher
+
+    caplog.set_level("INFO", logger="jaxspec")
+    with PreemptionWatcher(lambda: 7, (signal.SIGUSR1,)) as watcher:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert watcher.triggered and watcher.step_at_signal == 7
+        watcher.reached_last_boundary()
+        os.kill(os.getpid(), signal.SIGUSR1)  # would end the process without the flag
+    assert "SIGUSR1 received again while the stop's checkpoint is being written: ignored." in caplog.text
+
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+    try:
+        with PreemptionWatcher(None, (signal.SIGUSR1,)):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            os.kill(os.getpid(), signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1]
+        assert "handing it to the program's own handler" in caplog.text
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -33,7 +33,9 @@ class PreemptionWatcher:
     delivers signals there); a signal the program ignores stays ignored, and a signal not
     listed keeps its own disposition. The previous handlers are restored after. A second
     listed signal before that boundary (an input_fn that blocks, say) ends the process at
-    once, as the signal would have without the watcher, with no new checkpoint.
+    once, as the signal would have without the watcher, with no new checkpoint; once
+    the loop has stopped (``reached_last_boundary``), further signals are ignored so the
+    final checkpoint is written whole.
 
     Follows tf.estimator's TPU/NPU preemption handling (checkpoint, then exit) for SIGTERM;
     other signals are a JAX addition (``RunConfig.preemption_signals``).
@@ -52,11 +54,18 @@ class PreemptionWatcher:
         self.signum: int | None = None
         self.progress = progress
         self.step_at_signal: int | None = None
+        self.stopping = False  # the loop reached its last boundary: the final save runs
         self._signals = tuple(dict.fromkeys(int(s) for s in signals))
         self._previous: dict[int, Any] = {}  # each signal taken over -> its handler before
         self._installed = False
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.triggered and self.stopping:
+            _log.warning(
+                "%s received again while the stop's checkpoint is being written: ignored.",
+                signal_name(signum),
+            )
+            return
         if self.triggered:
             self._end_now(signum, frame)
             return
@@ -74,6 +83,15 @@ class PreemptionWatcher:
         disposition and deliver it again, so the process ends as it would have without
         the watcher (a program's own handler is called instead). No new checkpoint is
         written; the last complete one is intact."""
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        if callable(previous):  # the program's own handler decides, as without the watcher
+            _log.warning(
+                "%s received again before training reached a step it can stop at: handing it to "
+                "the program's own handler.",
+                signal_name(signum),
+            )
+            previous(signum, frame)
+            return
         _log.error(
             "%s received again before training reached a step it can stop at: ending now, "
             "without a new checkpoint (the last complete one is intact).",
@@ -81,12 +99,13 @@ class PreemptionWatcher:
         )
         for handler in logging.getLogger().handlers + _log.handlers:
             handler.flush()
-        previous = self._previous.get(signum, signal.SIG_DFL)
         signal.signal(signum, signal.SIG_DFL if previous is None else previous)
-        if callable(previous):
-            previous(signum, frame)
-            return
         os.kill(os.getpid(), signum)
+
+    def reached_last_boundary(self) -> None:
+        """The loop stopped at a step boundary and the final checkpoint is about to be
+        written: a further listed signal is logged and ignored until the watcher exits."""
+        self.stopping = True
 
     def __enter__(self) -> PreemptionWatcher:
         if threading.current_thread() is threading.main_thread():

@@ -137,6 +137,7 @@ def _run_train(
             PreemptionWatcher(lambda: lifecycle.global_step, signals) as preemption,
         ):
             _loops(phase, runner, own, last_step, preemption)
+            preemption.reached_last_boundary()  # a second signal no longer ends the save
             runner.end()
         losses = own.progress.losses
         console.line("Loss for final step: %s.", losses[-1] if len(losses) else None)
