@@ -16,7 +16,16 @@ from jaxspec.config.cluster import Cluster
 def test_heartbeat_timeout_none_is_refused() -> None:
     with pytest.raises(ValueError, match="^RunConfig: heartbeat_timeout_secs must be .* got None"):
         jaxspec.RunConfig(heartbeat_timeout_secs=None)
+    with pytest.raises(ValueError, match="^RunConfig: heartbeat_timeout_secs must be a finite .* got inf"):
+        jaxspec.RunConfig(heartbeat_timeout_secs=float("inf"))
     assert jaxspec.RunConfig(heartbeat_timeout_secs=2.5).heartbeat_timeout_secs == 2.5
+
+
+class _Resolver:
+    """A ClusterResolver's shape: ``cluster_spec()``."""
+
+    def cluster_spec(self) -> dict:
+        return {}
 
 
 def test_cluster_of_no_known_form_is_refused_at_construction() -> None:
@@ -24,6 +33,16 @@ def test_cluster_of_no_known_form_is_refused_at_construction() -> None:
         jaxspec.RunConfig(cluster=object())
     with pytest.raises(TypeError, match="^RunConfig: cluster must be .*got int"):
         jaxspec.RunConfig(cluster=3)
+    with pytest.raises(
+        TypeError, match="^RunConfig: cluster {'bogus': 1} does not describe a Cluster: .*bogus"
+    ):
+        jaxspec.RunConfig(cluster={"bogus": 1})
+    with pytest.raises(
+        ValueError, match="^RunConfig: cluster .* does not describe a Cluster: .*process_id 2"
+    ):
+        jaxspec.RunConfig(cluster={"num_processes": 2, "process_id": 2})
+    with pytest.raises(TypeError, match="^RunConfig: cluster must be .*got type"):
+        jaxspec.RunConfig(cluster=_Resolver)  # the class, not a resolver
     single = Cluster(num_processes=1)
     assert jaxspec.RunConfig(cluster=single).cluster is single
     as_dict = {"coordinator_address": "127.0.0.1:1234", "num_processes": 2, "process_id": 0}

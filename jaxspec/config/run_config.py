@@ -9,6 +9,7 @@ types are TensorFlow's, the messages jaxspec's.
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 import os
 import signal
@@ -129,8 +130,11 @@ def _validate_faults(config: RunConfig) -> None:
         raise TypeError(f"RunConfig: exit_on_hang must be a bool, got {type_name(config.exit_on_hang)}.")
     if config.exit_on_hang and config.hang_timeout_secs is None:
         raise ValueError("RunConfig: exit_on_hang needs hang_timeout_secs.")
-    if config.heartbeat_timeout_secs is None:
-        raise ValueError("RunConfig: heartbeat_timeout_secs must be a number of seconds > 0, got None.")
+    heartbeat = config.heartbeat_timeout_secs
+    if heartbeat is None or (isinstance(heartbeat, numbers.Real) and not math.isfinite(heartbeat)):
+        raise ValueError(
+            f"RunConfig: heartbeat_timeout_secs must be a finite number of seconds > 0, got {heartbeat!r}."
+        )
     _check_cluster(config.cluster)
     local, every = config.local_checkpoint_dir, config.local_save_checkpoints_steps
     if local is not None and (not isinstance(local, str) or not local):
@@ -151,11 +155,15 @@ def _check_cluster(cluster: Any) -> None:
     or a ClusterResolver (anything with a ``cluster_spec`` method)."""
     from jaxspec.config.cluster import Cluster
 
-    if (
-        cluster is None
-        or isinstance(cluster, Cluster | dict)
-        or callable(getattr(cluster, "cluster_spec", None))
-    ):
+    if isinstance(cluster, dict):
+        try:
+            Cluster(**cluster)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"RunConfig: cluster {cluster!r} does not describe a Cluster: {err}") from err
+        return
+    if cluster is None or isinstance(cluster, Cluster):
+        return
+    if not isinstance(cluster, type) and callable(getattr(cluster, "cluster_spec", None)):
         return
     raise TypeError(
         "RunConfig: cluster must be a jaxspec Cluster, a dict of its arguments or a ClusterResolver "
