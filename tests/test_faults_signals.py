@@ -18,11 +18,11 @@ from tests import preemption_subprocess as job
 SCRIPT = os.path.join(os.path.dirname(__file__), "preemption_subprocess.py")
 
 
-def _start_and_signal(model_dir: str, signum: int, *signals: str) -> tuple[subprocess.Popen, str, float]:
-    """Train to 3000 steps listing ``signals``; send ``signum`` once step 250 is reported.
-    Returns the process (ended), its output and the seconds from the signal to its exit."""
+def _start_until(args: list[str], marker: str) -> tuple[subprocess.Popen, list[str]]:
+    """Start ``python args`` on the CPU; return it with its output up to the first line
+    that starts with ``marker`` (included)."""
     proc = subprocess.Popen(
-        [sys.executable, SCRIPT, model_dir, "3000", *([",".join(signals)] if signals else [])],
+        [sys.executable, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -32,8 +32,16 @@ def _start_and_signal(model_dir: str, signum: int, *signals: str) -> tuple[subpr
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("at step 250"):
+        if line.startswith(marker):
             break
+    return proc, lines
+
+
+def _start_and_signal(model_dir: str, signum: int, *signals: str) -> tuple[subprocess.Popen, str, float]:
+    """Train to 3000 steps listing ``signals``; send ``signum`` once step 250 is reported.
+    Returns the process (ended), its output and the seconds from the signal to its exit."""
+    args = [SCRIPT, model_dir, "3000", *([",".join(signals)] if signals else [])]
+    proc, lines = _start_until(args, "at step 250")
     time.sleep(0.1)
     proc.send_signal(signum)
     signalled = time.perf_counter()
@@ -99,19 +107,7 @@ def test_second_sigterm_while_input_fn_stalls_ends_the_process_at_once(tmp_path)
     never gives; the second ends the process as SIGTERM would have, writing nothing."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = STALLED.format(root=root, model_dir=str(tmp_path / "run"))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    )
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("stalled"):
-            break
+    proc, lines = _start_until(["-c", code], "stalled")
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     time.sleep(1.5)
