@@ -11,6 +11,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jaxspec.config.cluster import describe_process
+from jaxspec.loop import watchdog
+from jaxspec.loop.preemption_agreement import StopAgreement
+
 _log = logging.getLogger("jaxspec")
 
 EXIT_STATUS = 128 + signal.SIGTERM  # 143: what a shell reports for a process SIGTERM ended
@@ -37,6 +41,13 @@ class PreemptionWatcher:
     the loop has stopped (``reached_last_boundary``), further signals are ignored so the
     final checkpoint is written whole.
 
+    In a multi-process run a signal to some processes only (a scheduler that signals one
+    host first) stops all of them together: the loop asks ``stop_here`` at every
+    boundary, where every process publishes whether it was signalled and all stop at
+    the first boundary where any was (``jaxspec.loop.preemption_agreement``); all save
+    that step's checkpoint and all exit with status 143, the processes not signalled too
+    (they were preempted with their peer). A one-process run exchanges nothing.
+
     Follows tf.estimator's TPU/NPU preemption handling (checkpoint, then exit) for SIGTERM;
     other signals are a JAX addition (``RunConfig.preemption_signals``).
 
@@ -55,27 +66,35 @@ class PreemptionWatcher:
         self.progress = progress
         self.step_at_signal: int | None = None
         self.stopping = False  # the loop reached its last boundary: the final save runs
+        self.stopped_with: tuple[int, str] | None = None  # (process, signal) a peer's signal stopped us
+        self._agreement: StopAgreement | None = None  # several processes: the stop is agreed
         self._signals = tuple(dict.fromkeys(int(s) for s in signals))
         self._previous: dict[int, Any] = {}  # each signal taken over -> its handler before
         self._installed = False
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.triggered and self.stopping:
+        if (self.triggered or self.signum is not None) and self.stopping:
             _log.warning(
                 "%s received again while the stop's checkpoint is being written: ignored.",
                 signal_name(signum),
             )
             return
-        if self.triggered:
+        if self.signum is not None:
             self._end_now(signum, frame)
             return
         self.step_at_signal = None if self.progress is None else int(self.progress())
         self.signum = signum
-        _log.warning(
-            "%s received: stopping at the next step that can be reached, saving, then exiting.",
-            signal_name(signum),
-        )
-        self.triggered = True
+        if self._agreement is None:
+            _log.warning(
+                "%s received: stopping at the next step that can be reached, saving, then exiting.",
+                signal_name(signum),
+            )
+            self.triggered = True
+        else:  # the stop waits for the next boundary, where all processes agree on it
+            _log.warning(
+                "%s received: all processes stop at the next loop boundary, save, then exit.",
+                signal_name(signum),
+            )
 
     def _end_now(self, signum: int, frame: Any) -> None:
         """A second listed signal before training reached a step it can stop at (an
@@ -102,12 +121,43 @@ class PreemptionWatcher:
         signal.signal(signum, signal.SIG_DFL if previous is None else previous)
         os.kill(os.getpid(), signum)
 
+    def stop_here(self, global_step: int) -> bool:
+        """Called by the loop at every loop boundary (``global_step`` reached): whether
+        training stops here for a preemption signal. One process: whether one came.
+        Several: one agreement round (``StopAgreement.round``; every process calls this
+        at the same boundaries) that returns True on every process at the first
+        boundary where any of them had been signalled.
+
+        Raises:
+          RuntimeError: the processes reached different global steps (see
+            ``StopAgreement.round``).
+        """
+        if self._agreement is None or self.triggered:
+            return self.triggered
+        stage = watchdog.current.at, watchdog.current.detail
+        watchdog.mark(watchdog.COLLECTIVE, "the preemption agreement")
+        first = self._agreement.round(global_step, None if self.signum is None else signal_name(self.signum))
+        watchdog.mark(*stage)
+        if first is None:
+            return False
+        self.triggered = True
+        if self.signum is None:
+            self.stopped_with = first
+            _log.warning(
+                "%s received %s: all processes stop at global step %d, save, then exit.",
+                describe_process(first[0]),
+                first[1],
+                global_step,
+            )
+        return True
+
     def reached_last_boundary(self) -> None:
         """The loop stopped at a step boundary and the final checkpoint is about to be
         written: a further listed signal is logged and ignored until the watcher exits."""
         self.stopping = True
 
     def __enter__(self) -> PreemptionWatcher:
+        self._agreement = StopAgreement.join()  # every process takes part, main thread or not
         if threading.current_thread() is threading.main_thread():
             for signum in self._signals:
                 if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored signal stays ignored
@@ -128,10 +178,24 @@ class PreemptionWatcher:
         status of a process ended by SIGTERM (whichever signal came), so a scheduler does
         not read a preempted run as a finished one.
 
+        A process of a multi-process run that was not signalled itself, stopped with a
+        signalled peer (``stop_here``), logs which process received which signal and
+        raises ``SystemExit(143)``. A signal that came after the last boundary was agreed
+        ends only its own process this way (the run had reached its end; the others
+        return).
+
         Raises:
           SystemExit: status 143, when no handler of the program's own took the signal.
         """
-        if not self.triggered or self.signum is None:
+        if self.signum is None and self.stopped_with is not None:
+            _log.warning(
+                "Training stopped at global step %d with %s, which received %s; checkpoint saved.",
+                global_step,
+                describe_process(self.stopped_with[0]),
+                self.stopped_with[1],
+            )
+            raise SystemExit(EXIT_STATUS)
+        if self.signum is None:
             return
         after = None if self.step_at_signal is None else max(0, global_step - self.step_at_signal)
         _log.warning(

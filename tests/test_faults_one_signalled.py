@@ -1,0 +1,108 @@
+"""A preemption signal to ONE process of a two-process run (issue 45: schedulers often
+signal one host first): both processes agree on one stop step, save that checkpoint
+together and both exit 143; resuming from it equals an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from jaxspec.loop.preemption_agreement import _decide
+from tests import faults_worker as job
+from tests.two_processes import start_two_processes
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "faults_worker.py")
+HEARTBEAT = 10  # no peer is lost here; a short bound only keeps a broken run from hanging the test
+
+
+def _wait_for_step(proc, step: int) -> list[str]:
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("at step ") and int(line.split()[2]) >= step:
+            return seen
+    raise AssertionError("".join(seen)[-4000:])
+
+
+def _signal_one(tmp_path, victim: int, signum: int) -> tuple[list[int | None], list[str], float]:
+    """Train both processes (no end in sight), send ``signum`` to process ``victim`` once
+    it reports step 12; returns both exit statuses, both outputs and the seconds from the
+    signal to the last exit."""
+    model_dir = str(tmp_path / "run")
+    name = signal.Signals(signum).name
+    procs = start_two_processes(
+        lambda kind: [SCRIPT, model_dir, str(tmp_path / f"{kind}.json"), "100000", str(HEARTBEAT), name]
+    )
+    try:
+        head = _wait_for_step(procs[victim], 12)
+        procs[victim].send_signal(signum)
+        signalled = time.perf_counter()
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        waited = time.perf_counter() - signalled
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    outs[victim] = "".join(head) + outs[victim]
+    return [p.returncode for p in procs], outs, waited
+
+
+@pytest.mark.parametrize(("victim", "signum"), [(1, signal.SIGTERM), (0, signal.SIGUSR1)])
+def test_a_signal_to_one_process_stops_both_at_one_step_and_the_resumed_run_is_exact(
+    tmp_path, victim, signum
+):
+    statuses, logs, waited = _signal_one(tmp_path, victim, signum)
+    name = signal.Signals(signum).name
+    print(
+        f"{name} to process {victim} only -> statuses {statuses}, last exit {waited:.2f} s after the signal"
+    )
+    both = "\n----\n".join(log[-3000:] for log in logs)
+    assert statuses == [143, 143], both
+    signalled, other = logs[victim], logs[1 - victim]
+    assert f"{name} received: all processes stop at the next loop boundary" in signalled, both
+    stopped = int(
+        re.search(rf"Training stopped by {name} at global step (\d+); checkpoint saved", signalled)[1]
+    )
+    # the process not signalled names who was, and stops at the same step
+    role = "chief 0 (process 0 of 2)" if victim == 0 else "worker 0 (process 1 of 2)"
+    with_peer = re.search(
+        rf"Training stopped at global step (\d+) with {re.escape(role)}, which received {name}", other
+    )
+    assert with_peer is not None and int(with_peer[1]) == stopped, both
+    assert f"{role} received {name}: all processes stop at global step {stopped}" in other, both
+    for log in logs:
+        assert "finished" not in log and "ERROR:" not in log, both
+    assert stopped >= 12, both
+    assert waited < 60, both  # generous: two interpreters' exits on a loaded 2-core machine
+
+    # one checkpoint at the agreed step, whole (written by both processes together)
+    from jaxspec.store.checkpoints import CheckpointStore
+
+    model_dir = str(tmp_path / "run")
+    store = CheckpointStore(model_dir, None, 10000.0)
+    assert store.latest_step() == stopped
+    assert store.damage(stopped) is None
+
+    # resume here (one process, 8 devices) to 20 steps further: the uninterrupted run's values
+    est = job.estimator(model_dir, HEARTBEAT)
+    est.train(job.input_fn, max_steps=stopped + 20)
+    hand = job.hand_params(stopped + 20)
+    assert est.get_variable_value("global_step") == stopped + 20
+    np.testing.assert_allclose(est.get_variable_value("w"), hand["w"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(est.get_variable_value("b"), hand["b"], rtol=1e-5, atol=1e-5)
+
+
+def test_the_agreement_stops_at_the_first_signalled_process_and_refuses_different_steps():
+    go = [("jaxspec/preemption/1/0/0", "40 -"), ("jaxspec/preemption/1/0/1", "40 -")]
+    assert _decide(go, 2, 40) is None
+    some = [("p/0", "40 -"), ("p/2", "40 SIGTERM"), ("p/1", "40 SIGUSR1")]
+    assert _decide(some, 3, 40) == (1, "SIGUSR1")
+    with pytest.raises(RuntimeError, match=r"different loop boundaries .*\{0: 40, 1: 41\}"):
+        _decide([("p/0", "40 -"), ("p/1", "41 -")], 2, 40)
+    with pytest.raises(RuntimeError, match=r"answers from processes \[0\], expected all 2"):
+        _decide([("p/0", "40 -")], 2, 40)
