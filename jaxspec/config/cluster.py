@@ -32,6 +32,7 @@ TASK_TYPES = (CHIEF, MASTER, WORKER, EVALUATOR)
 # alone); describe_process reads it.
 _roles: list[str] = []
 _this_process: int = 0
+_said_alone = False  # the one-process INFO line was logged (once per process, not per Estimator)
 
 
 def _parse(tf_config: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -218,13 +219,14 @@ class Cluster:
           RuntimeError: JAX was used in this process before the join (JAX allows it
             only before its backend starts); the message says what to do.
         """
-        global _roles, _this_process
+        global _roles, _this_process, _said_alone
         if jax.distributed.is_initialized():
             return
         if self.num_processes == 1:
             _roles, _this_process = (self.roles or ["process 0"])[:1], 0
-            if self.launch is not None:
+            if self.launch is not None and not _said_alone:  # each Estimator asks again: say it once
                 _log.info("%s started one process: it runs alone, nothing to join.", self.launch.launcher)
+                _said_alone = True
             return
         launch = self.launch
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
