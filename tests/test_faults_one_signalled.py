@@ -106,3 +106,32 @@ def test_the_agreement_stops_at_the_first_signalled_process_and_refuses_differen
         _decide([("p/0", "40 -"), ("p/1", "41 -")], 2, 40)
     with pytest.raises(RuntimeError, match=r"answers from processes \[0\], expected all 2"):
         _decide([("p/0", "40 -")], 2, 40)
+
+
+def test_a_signal_after_the_stop_was_saved_exits_143_and_handlers_come_back():
+    """Between the end of the watched block (the stop's checkpoint complete) and the exit,
+    a further listed signal exits with 143 (SystemExit), as the stop would, rather than by
+    the signal's default action (-15 / -10); the program's handlers come back either way."""
+    from jaxspec.loop.preemption import EXIT_STATUS, PreemptionWatcher
+
+    before = signal.getsignal(signal.SIGUSR1)
+    with PreemptionWatcher(lambda: 3, (signal.SIGUSR1,)) as watcher:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        watcher.reached_last_boundary()
+    assert signal.getsignal(signal.SIGUSR1) is not before  # kept through the tidy-up
+    with pytest.raises(SystemExit) as ended:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(1)  # the handler runs in this thread at the next bytecode
+    assert ended.value.code == EXIT_STATUS == 143
+    assert signal.getsignal(signal.SIGUSR1) is before
+
+    with PreemptionWatcher(lambda: 3, (signal.SIGUSR1,)) as watcher:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        watcher.reached_last_boundary()
+    with pytest.raises(SystemExit) as ended:
+        watcher.exit_if_triggered(5)
+    assert ended.value.code == 143 and signal.getsignal(signal.SIGUSR1) is before
+
+    with PreemptionWatcher(lambda: 3, (signal.SIGUSR1,)):
+        pass  # no signal: restored at the block's end
+    assert signal.getsignal(signal.SIGUSR1) is before

@@ -35,11 +35,14 @@ class PreemptionWatcher:
     ``jaxspec.loop.dispatch_bound``), ends the hooks (the final checkpoint is written and
     awaited), then calls ``exit_if_triggered``. Active only in the main thread (Python
     delivers signals there); a signal the program ignores stays ignored, and a signal not
-    listed keeps its own disposition. The previous handlers are restored after. A second
-    listed signal before that boundary (an input_fn that blocks, say) ends the process at
-    once, as the signal would have without the watcher, with no new checkpoint; once
-    the loop has stopped (``reached_last_boundary``), further signals are ignored so the
-    final checkpoint is written whole.
+    listed keeps its own disposition. The previous handlers are restored when the block
+    ends, or, when it ends after a stop, by ``exit_if_triggered``. A second listed signal
+    before that boundary (an input_fn that blocks, say) ends the process at once, as the
+    signal would have without the watcher, with no new checkpoint; once the loop has
+    stopped (``reached_last_boundary``), further signals are ignored so the final
+    checkpoint is written whole; once the block has ended after a stop (that checkpoint
+    is complete), a further one exits with status 143 at once (``SystemExit``), not by
+    the signal's own action.
 
     In a multi-process run a signal to some processes only (a scheduler that signals one
     host first) stops all of them together: the loop asks ``stop_here`` at every
@@ -71,8 +74,12 @@ class PreemptionWatcher:
         self._signals = tuple(dict.fromkeys(int(s) for s in signals))
         self._previous: dict[int, Any] = {}  # each signal taken over -> its handler before
         self._installed = False
+        self._saved = False  # the block ended after a stop: the stop's checkpoint is complete
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self._saved:
+            self._exit_now(signum, frame)
+            return
         if (self.triggered or self.signum is not None) and self.stopping:
             _log.warning(
                 "%s received again while the stop's checkpoint is being written: ignored.",
@@ -95,6 +102,22 @@ class PreemptionWatcher:
                 "%s received: all processes stop at the next loop boundary, save, then exit.",
                 signal_name(signum),
             )
+
+    def _exit_now(self, signum: int, frame: Any) -> None:
+        """A listed signal after the block ended with a stop (the stop's checkpoint is
+        complete; the train call is tidying up): exit with status 143 at once, or hand the
+        signal to the program's own handler of it."""
+        self._restore()
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        _log.warning(
+            "%s received again after the stop's checkpoint was saved: exiting now with status %d.",
+            signal_name(signum),
+            EXIT_STATUS,
+        )
+        raise SystemExit(EXIT_STATUS)
 
     def _end_now(self, signum: int, frame: Any) -> None:
         """A second listed signal before training reached a step it can stop at (an
@@ -165,7 +188,14 @@ class PreemptionWatcher:
             self._installed = True
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        if kind is None and (self.triggered or self.signum is not None):
+            self._saved = True  # handlers stay until exit_if_triggered: a further signal exits 143 now
+            return
+        self._restore()
+
+    def _restore(self) -> None:
+        """Give every signal taken over its previous disposition back."""
         if self._installed:
             for signum, previous in self._previous.items():
                 signal.signal(signum, previous)
@@ -187,6 +217,7 @@ class PreemptionWatcher:
         Raises:
           SystemExit: status 143, when no handler of the program's own took the signal.
         """
+        self._restore()  # kept after a stop until now (``__exit__``)
         if self.signum is None and self.stopped_with is not None:
             _log.warning(
                 "Training stopped at global step %d with %s, which received %s; checkpoint saved.",
