@@ -135,3 +135,37 @@ def test_a_signal_after_the_stop_was_saved_exits_143_and_handlers_come_back():
     with PreemptionWatcher(lambda: 3, (signal.SIGUSR1,)):
         pass  # no signal: restored at the block's end
     assert signal.getsignal(signal.SIGUSR1) is before
+
+
+JOINED = """
+import os, sys, time
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+sys.path.insert(0, {root!r})
+from jaxspec.config.cluster import maybe_initialize
+maybe_initialize(None)
+print("joined", flush=True)
+time.sleep(20)
+print("survived", flush=True)
+"""
+
+
+def test_a_sigterm_outside_train_ends_a_joined_process():
+    """After jaxspec joins a cluster, a SIGTERM outside train (here: none runs) keeps its own
+    action, as in one process: JAX's preemption notifier (a C++ SIGTERM handler that would
+    swallow it) is off."""
+    code = JOINED.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    procs = start_two_processes(lambda kind: ["-c", code])
+    try:
+        head = []
+        for line in procs[1].stdout:
+            head.append(line)
+            if line.startswith("joined"):
+                break
+        procs[1].send_signal(signal.SIGTERM)
+        out = "".join(head) + procs[1].communicate(timeout=30)[0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert procs[1].returncode == -signal.SIGTERM, out[-3000:]
+    assert "survived" not in out

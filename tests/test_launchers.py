@@ -282,6 +282,24 @@ def test_heartbeat_and_info_line(joins: list, caplog: Any) -> None:
     )
 
 
+def test_join_turns_jax_preemption_service_off(monkeypatch: pytest.MonkeyPatch, joins: list) -> None:
+    """JAX's preemption notifier would take SIGTERM from the process (outside train it would
+    be ignored): a join turns the service off, unless JAX_ENABLE_PREEMPTION_SERVICE is set."""
+    before = jax.config.jax_enable_preemption_service
+    seen = []
+    monkeypatch.setattr(
+        jax.distributed, "initialize", lambda *a, **k: seen.append(jax.config.jax_enable_preemption_service)
+    )
+    try:
+        Cluster("h:1", 2, 1).initialize()
+        jax.config.update("jax_enable_preemption_service", True)
+        monkeypatch.setenv("JAX_ENABLE_PREEMPTION_SERVICE", "1")
+        Cluster("h:1", 2, 1).initialize()
+    finally:
+        jax.config.update("jax_enable_preemption_service", before)
+    assert seen == [False, True]
+
+
 def test_estimator_passes_heartbeat(tmp_path: Any, joins: list) -> None:
     """TPUEstimator joins before its mesh with RunConfig's cluster and heartbeat."""
     from tests.helpers import init_fn, make_model_fn

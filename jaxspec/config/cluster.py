@@ -210,6 +210,13 @@ class Cluster:
         joins nothing for one process (``num_processes=1``: the opt-out, or a launcher
         that started one process), which then runs alone without waiting.
 
+        JAX's preemption service (``jax_enable_preemption_service``, on by default) is
+        turned off for the join unless the ``JAX_ENABLE_PREEMPTION_SERVICE`` variable is
+        set: its notifier takes SIGTERM from the process (a C++ handler), so a SIGTERM
+        outside ``train`` (a first compile, ``evaluate``, an export) would be ignored,
+        where one process ends on it. ``train`` handles preemption signals itself, agreed
+        across processes; Orbax's ``CheckpointManager`` works without the service.
+
         Args:
           heartbeat_timeout_secs: seconds (> 0; rounded up to whole seconds, as JAX
             takes them) without a heartbeat after which the coordination service
@@ -230,6 +237,11 @@ class Cluster:
             return
         launch = self.launch
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if "JAX_ENABLE_PREEMPTION_SERVICE" not in os.environ:
+            # JAX's preemption notifier is a C++ SIGTERM handler: outside train a SIGTERM
+            # would then be swallowed. jaxspec agrees on preemption stops itself
+            # (jaxspec.loop.preemption_agreement), so SIGTERM keeps its own action there.
+            jax.config.update("jax_enable_preemption_service", False)
         try:
             jax.distributed.initialize(
                 self.coordinator_address,
