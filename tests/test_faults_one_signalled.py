@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 
 import numpy as np
@@ -169,3 +170,71 @@ def test_a_sigterm_outside_train_ends_a_joined_process():
             p.wait()
     assert procs[1].returncode == -signal.SIGTERM, out[-3000:]
     assert "survived" not in out
+
+
+class _FakeService:
+    """The part of JAX's coordination service an agreement uses, for threads of one
+    process standing for processes: a key-value store and a reusable barrier."""
+
+    def __init__(self, processes: int) -> None:
+        self.kv: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.barrier = threading.Barrier(processes)
+
+    def key_value_set(self, key: str, value: str) -> None:
+        with self.lock:
+            assert key not in self.kv, key  # each process publishes once a round
+            self.kv[key] = value
+
+    def wait_at_barrier(self, barrier_id: str, timeout_in_ms: int) -> None:
+        self.barrier.wait(timeout=30)
+
+    def key_value_dir_get(self, prefix: str) -> list[tuple[str, str]]:
+        with self.lock:
+            return sorted((k, v) for k, v in self.kv.items() if k.startswith(prefix))
+
+    def key_value_delete(self, prefix: str) -> None:
+        with self.lock:
+            for key in [k for k in self.kv if k.startswith(prefix)]:
+                del self.kv[key]
+
+
+@pytest.mark.parametrize("signalled_at", [{1: 30}, {0: 20, 1: 20}, {0: 40, 1: 20}])
+def test_watchers_of_several_processes_stop_at_the_first_boundary_any_was_signalled(signalled_at):
+    """Three processes (threads on a fake service), boundaries every 10 steps, a signal
+    to some of them before given boundaries: every watcher stops at the first of those
+    boundaries, the ones not signalled name the lowest signalled process, and all exit 143."""
+    from jaxspec.loop.preemption import PreemptionWatcher
+    from jaxspec.loop.preemption_agreement import StopAgreement
+
+    service = _FakeService(3)
+    watchers = [PreemptionWatcher(None, ()) for _ in range(3)]
+    for i, w in enumerate(watchers):
+        w._agreement = StopAgreement(service, 3, i, call=1)
+    stops: dict[int, int] = {}
+
+    def run(i: int) -> None:
+        for step in range(10, 100, 10):
+            if signalled_at.get(i) == step:
+                watchers[i]._handle(signal.SIGTERM, None)
+            if watchers[i].stop_here(step):
+                stops[i] = step
+                return
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    first = min(signalled_at.values())
+    assert stops == {0: first, 1: first, 2: first}
+    lowest = min(i for i, step in signalled_at.items() if step == first)
+    for i, w in enumerate(watchers):
+        if i in signalled_at and signalled_at[i] == first:
+            assert w.signum == signal.SIGTERM and w.stopped_with is None
+        else:
+            assert w.stopped_with == (lowest, "SIGTERM")
+        with pytest.raises(SystemExit) as ended:
+            w.exit_if_triggered(first)
+        assert ended.value.code == 143
+    assert len(service.kv) == 3  # only the last round's answers are left

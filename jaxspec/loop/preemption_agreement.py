@@ -39,14 +39,15 @@ _calls = [0]  # train calls of this process: the keys of one never meet another'
 class StopAgreement:
     """One train call's agreement rounds, one per loop boundary, on ``client`` (JAX's
     ``DistributedRuntimeClient``) among ``process_count`` processes; ``me`` is this
-    process's index. ``join()`` makes one where the run has several processes."""
+    process's index; ``call`` numbers the train call (the same on every process: each
+    runs the same calls), so the keys of one call never meet another's. ``join()`` makes
+    one where the run has several processes."""
 
-    def __init__(self, client: Any, process_count: int, me: int) -> None:
-        _calls[0] += 1
+    def __init__(self, client: Any, process_count: int, me: int, call: int) -> None:
         self._client = client
         self._count = process_count
         self._me = me
-        self._prefix = f"{_KEY}/{_calls[0]}"
+        self._prefix = f"{_KEY}/{call}"
         self.rounds = 0
 
     @classmethod
@@ -56,7 +57,8 @@ class StopAgreement:
         client = peer_watch._client()
         if client is None or jax.process_count() < 2:
             return None
-        return cls(client, jax.process_count(), jax.process_index())
+        _calls[0] += 1
+        return cls(client, jax.process_count(), jax.process_index(), _calls[0])
 
     def round(self, global_step: int, signalled: str | None) -> tuple[int, str] | None:
         """One boundary: publish ``global_step`` and ``signalled`` (the name of the signal
