@@ -91,7 +91,7 @@ class PreemptionWatcher:
             return
         self.step_at_signal = None if self.progress is None else int(self.progress())
         self.signum = signum
-        if self._agreement is None:
+        if self._agreement is None or self.triggered:  # one process, or a stop already agreed
             _log.warning(
                 "%s received: stopping at the next step that can be reached, saving, then exiting.",
                 signal_name(signum),
