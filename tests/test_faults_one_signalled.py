@@ -240,3 +240,28 @@ def test_watchers_of_several_processes_stop_at_the_first_boundary_any_was_signal
             w.exit_if_triggered(first)
         assert ended.value.code == 143
     assert len(service.kv) == 3  # only the last round's answers are left
+
+
+def test_a_signal_after_the_last_agreed_boundary_ends_only_its_process_after_the_save():
+    """Training reached its end with no signal agreed; one process is signalled during the
+    final save: it exits 143 after that save, the other returns (the run had ended)."""
+    from jaxspec.loop.preemption import PreemptionWatcher
+    from jaxspec.loop.preemption_agreement import StopAgreement
+
+    service = _FakeService(2)
+    watchers = [PreemptionWatcher(None, ()) for _ in range(2)]
+    for i, w in enumerate(watchers):
+        w._agreement = StopAgreement(service, 2, i, call=1)
+    threads = [threading.Thread(target=lambda w=w: [w.stop_here(s) for s in (10, 20)]) for w in watchers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(w.triggered for w in watchers)
+    for w in watchers:
+        w.reached_last_boundary()
+    watchers[1]._handle(signal.SIGTERM, None)  # during the final save
+    watchers[0].exit_if_triggered(20)  # returns: no stop for this one
+    with pytest.raises(SystemExit) as ended:
+        watchers[1].exit_if_triggered(20)
+    assert ended.value.code == 143
