@@ -1,7 +1,8 @@
 """One process of the fault tests (4 CPU devices each, gloo collectives on 127.0.0.1).
 
-Usage: python tests/faults_worker.py MODEL_DIR OUT_JSON MAX_STEPS HEARTBEAT_SECS
-(TF_CONFIG names the cluster). TPUEstimator trains a linear regression by SGD, the
+Usage: python tests/faults_worker.py MODEL_DIR OUT_JSON MAX_STEPS HEARTBEAT_SECS [SIGNALS]
+(TF_CONFIG names the cluster; SIGNALS: RunConfig.preemption_signals, names joined by
+commas, default SIGTERM). TPUEstimator trains a linear regression by SGD, the
 gradients averaged over the 8 replicas, on one fixed global batch that the two hosts
 feed half each; a checkpoint every SAVE_STEPS steps; each step's after_run sleeps
 STEP_SLEEP_SECS and prints ``at step N`` (so a test can kill a process mid-training).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -74,8 +76,11 @@ class SlowSteps(jaxspec.SessionRunHook):
         print(f"at step {run_context.session.global_step}", flush=True)
 
 
-def estimator(model_dir: str, heartbeat: float) -> jaxspec.TPUEstimator:
+def estimator(
+    model_dir: str, heartbeat: float, signals: tuple[int, ...] = (signal.SIGTERM,)
+) -> jaxspec.TPUEstimator:
     config = jaxspec.RunConfig(
+        preemption_signals=signals,
         model_dir=model_dir,
         save_checkpoints_steps=SAVE_STEPS,
         log_step_count_steps=None,
@@ -92,7 +97,8 @@ if __name__ == "__main__":
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:%(name)s:%(message)s")
     model_dir, out, max_steps, heartbeat = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    est = estimator(model_dir, heartbeat)
+    names = sys.argv[5].split(",") if len(sys.argv) > 5 else ["SIGTERM"]
+    est = estimator(model_dir, heartbeat, tuple(signal.Signals[name] for name in names))
     est.train(input_fn, hooks=[SlowSteps()], max_steps=max_steps)
     values = {name: est.get_variable_value(name).tolist() for name in ("w", "b", "global_step")}
     if jax.process_index() == 0:  # every process reads (the checkpoint lookup is collective)

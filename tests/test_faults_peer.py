@@ -9,32 +9,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 
 from jaxspec.loop import peer_watch
 from tests import faults_worker as job
-from tests.two_processes import free_port
+from tests.two_processes import start_two_processes
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "faults_worker.py")
 HEARTBEAT = 3
 
 
 def _launch(model_dir: str, out_dir: str, max_steps: int) -> list[subprocess.Popen]:
-    port = free_port()
-    cluster = {"chief": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{free_port()}"]}
-    procs = []
-    for kind in ("chief", "worker"):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
-        env.pop("XLA_FLAGS", None)
-        out = os.path.join(out_dir, f"{kind}.json")
-        cmd = [sys.executable, SCRIPT, model_dir, out, str(max_steps), str(HEARTBEAT)]
-        procs.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        )
-    return procs
+    return start_two_processes(
+        lambda kind: [
+            SCRIPT,
+            model_dir,
+            os.path.join(out_dir, f"{kind}.json"),
+            str(max_steps),
+            str(HEARTBEAT),
+        ]
+    )
 
 
 def _wait_for_step(proc: subprocess.Popen, step: int) -> str:

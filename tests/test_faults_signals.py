@@ -12,6 +12,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests import preemption_subprocess as job
 
@@ -136,6 +137,8 @@ def test_second_signal_during_the_final_save_is_ignored_and_one_to_a_handler_is_
         watcher.reached_last_boundary()
         os.kill(os.getpid(), signal.SIGUSR1)  # would end the process without the flag
     assert "SIGUSR1 received again while the stop's checkpoint is being written: ignored." in caplog.text
+    with pytest.raises(SystemExit):  # as the loop ends; it gives the handlers back
+        watcher.exit_if_triggered(7)
 
     seen: list[int] = []
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))

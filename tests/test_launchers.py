@@ -53,6 +53,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
     monkeypatch.setattr(cluster_mod, "_roles", [])
     monkeypatch.setattr(cluster_mod, "_this_process", 0)
+    monkeypatch.setattr(cluster_mod, "_said_alone", False)
 
 
 @pytest.fixture
@@ -251,12 +252,15 @@ def test_opt_out_and_already_joined(monkeypatch: pytest.MonkeyPatch, joins: list
 
 
 def test_one_process_launch_joins_nothing(monkeypatch: pytest.MonkeyPatch, joins: list, caplog: Any) -> None:
-    """``srun -n 1`` / ``mpirun -n 1``: one process runs alone, at once, with one INFO line."""
+    """``srun -n 1`` / ``mpirun -n 1``: one process runs alone, at once, with one INFO line
+    (every Estimator asks again: the line is said once per process)."""
     _set(monkeypatch, {**SLURM, "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"})
     with caplog.at_level(logging.INFO, logger="jaxspec"):
         maybe_initialize(None)
+        maybe_initialize(None)
     assert joins == [] and describe_process() == "task 0 (process 0 of 1)"
-    assert "Slurm (srun) started one process: it runs alone, nothing to join." in caplog.messages
+    said = [m for m in caplog.messages if "started one process" in m]
+    assert said == ["Slurm (srun) started one process: it runs alone, nothing to join."]
 
 
 def test_heartbeat_and_info_line(joins: list, caplog: Any) -> None:
@@ -276,6 +280,24 @@ def test_heartbeat_and_info_line(joins: list, caplog: Any) -> None:
         f"Joined the cluster of TF_CONFIG as master 0 (process 0 of 3): {n} local devices, {n} in all."
         in caplog.messages
     )
+
+
+def test_join_turns_jax_preemption_service_off(monkeypatch: pytest.MonkeyPatch, joins: list) -> None:
+    """JAX's preemption notifier would take SIGTERM from the process (outside train it would
+    be ignored): a join turns the service off, unless JAX_ENABLE_PREEMPTION_SERVICE is set."""
+    before = jax.config.jax_enable_preemption_service
+    seen = []
+    monkeypatch.setattr(
+        jax.distributed, "initialize", lambda *a, **k: seen.append(jax.config.jax_enable_preemption_service)
+    )
+    try:
+        Cluster("h:1", 2, 1).initialize()
+        jax.config.update("jax_enable_preemption_service", True)
+        monkeypatch.setenv("JAX_ENABLE_PREEMPTION_SERVICE", "1")
+        Cluster("h:1", 2, 1).initialize()
+    finally:
+        jax.config.update("jax_enable_preemption_service", before)
+    assert seen == [False, True]
 
 
 def test_estimator_passes_heartbeat(tmp_path: Any, joins: list) -> None:
@@ -306,9 +328,12 @@ def test_joining_after_jax_started_says_what_to_do() -> None:
     shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (apt-get install openmpi-bin)"
 )
 def test_mpirun_one_process_runs_alone(tmp_path: Any) -> None:
-    """A real ``mpirun -n 1``: the process does not join (no coordinator to wait for)."""
+    """A real ``mpirun -n 1``: the process does not join (no coordinator to wait for), and
+    says so once, however many Estimators ask."""
     code = (
-        "import jax; from jaxspec.config.cluster import maybe_initialize, describe_process; maybe_initialize(None); "
+        "import logging; logging.basicConfig(level=logging.INFO); "
+        "import jax; from jaxspec.config.cluster import maybe_initialize, describe_process; "
+        "maybe_initialize(None); maybe_initialize(None); "
         "print(jax.distributed.is_initialized(), jax.process_count(), describe_process())"
     )
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith(_ENV_PREFIXES)}
@@ -317,6 +342,7 @@ def test_mpirun_one_process_runs_alone(tmp_path: Any) -> None:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "False 1 rank 0 (process 0 of 1)"
+    assert done.stderr.count("started one process: it runs alone") == 1, done.stderr[-3000:]
 
 
 def test_failing_detector_falls_through(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:

@@ -18,6 +18,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_two_processes(args_of: Any) -> list[subprocess.Popen]:
+    """Start ``python *args_of(kind)`` as the chief and the worker of a two-task TF_CONFIG
+    cluster on 127.0.0.1 (XLA_FLAGS dropped: the script sets its own), stdout and stderr
+    together on one text pipe each; returns ``[chief, worker]``, still running."""
+    cluster = {"chief": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
+    procs = []
+    for kind in ("chief", "worker"):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
+        env.pop("XLA_FLAGS", None)
+        cmd = [sys.executable, *args_of(kind)]
+        procs.append(
+            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+    return procs
+
+
 def run_two_processes(
     script: str, model_dir: str, out_dir: Any, tag: str = "", timeout: int = 420
 ) -> list[dict]:

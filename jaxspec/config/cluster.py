@@ -32,6 +32,7 @@ TASK_TYPES = (CHIEF, MASTER, WORKER, EVALUATOR)
 # alone); describe_process reads it.
 _roles: list[str] = []
 _this_process: int = 0
+_said_alone = False  # the one-process INFO line was logged (once per process, not per Estimator)
 
 
 def _parse(tf_config: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -209,6 +210,13 @@ class Cluster:
         joins nothing for one process (``num_processes=1``: the opt-out, or a launcher
         that started one process), which then runs alone without waiting.
 
+        JAX's preemption service (``jax_enable_preemption_service``, on by default) is
+        turned off for the join unless the ``JAX_ENABLE_PREEMPTION_SERVICE`` variable is
+        set: its notifier takes SIGTERM from the process (a C++ handler), so a SIGTERM
+        outside ``train`` (a first compile, ``evaluate``, an export) would be ignored,
+        where one process ends on it. ``train`` handles preemption signals itself, agreed
+        across processes; Orbax's ``CheckpointManager`` works without the service.
+
         Args:
           heartbeat_timeout_secs: seconds (> 0; rounded up to whole seconds, as JAX
             takes them) without a heartbeat after which the coordination service
@@ -218,16 +226,22 @@ class Cluster:
           RuntimeError: JAX was used in this process before the join (JAX allows it
             only before its backend starts); the message says what to do.
         """
-        global _roles, _this_process
+        global _roles, _this_process, _said_alone
         if jax.distributed.is_initialized():
             return
         if self.num_processes == 1:
             _roles, _this_process = (self.roles or ["process 0"])[:1], 0
-            if self.launch is not None:
+            if self.launch is not None and not _said_alone:  # each Estimator asks again: say it once
                 _log.info("%s started one process: it runs alone, nothing to join.", self.launch.launcher)
+                _said_alone = True
             return
         launch = self.launch
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if "JAX_ENABLE_PREEMPTION_SERVICE" not in os.environ:
+            # JAX's preemption notifier is a C++ SIGTERM handler: outside train a SIGTERM
+            # would then be swallowed. jaxspec agrees on preemption stops itself
+            # (jaxspec.loop.preemption_agreement), so SIGTERM keeps its own action there.
+            jax.config.update("jax_enable_preemption_service", False)
         try:
             jax.distributed.initialize(
                 self.coordinator_address,

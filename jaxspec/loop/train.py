@@ -220,7 +220,8 @@ def _loops(
             per_step = (time.perf_counter() - started) / n
             phase.iterations_per_loop = max(1, min(100_000, int(duration / max(per_step, 1e-9))))
             _log.info("iterations_per_loop=%ss: %d steps per loop.", duration, phase.iterations_per_loop)
-        return bool(stop) or preemption.triggered  # a stop keeps the state at this step
+        # every process agrees on a preemption stop here (first: all take part in every round)
+        return preemption.stop_here(lifecycle.global_step) or bool(stop)  # a stop keeps the state
 
     run_pipelined(dispatch, account, runner.before_run, phase.can_work_ahead())
     if lifecycle.state is not None:
@@ -364,7 +365,7 @@ def _grouped_loops(
         stop = _account(
             phase, runner, own, current.out, start, started_at, state_taken, iterations=current.steps
         )
-        return stop or preemption.triggered  # a stop keeps the state at this step
+        return preemption.stop_here(lifecycle.global_step) or stop  # a stop keeps the state here
 
     before_run = lambda: runner.before_run(iterations[0])  # noqa: E731
     run_pipelined(dispatch, account, before_run, phase.can_work_ahead())
