@@ -117,7 +117,7 @@ SCRIPT = textwrap.dedent(
 
     def train(model_dir):
         columns = [tf.feature_column.numeric_column("x", shape=[3])]
-        tf_bridge.estimator.DNNClassifier([8], columns, model_dir=model_dir).train(input_fn, steps=2)
+        tf_bridge.estimator.DNNClassifier([8], columns, model_dir=model_dir).train(input_fn, steps=1)
         sys.stderr.flush()
 
     train(sys.argv[1] + "/ours")
