@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from hccl.manage.api import get_rank_size
 from npu_bridge.estimator import npu_ops
 from npu_bridge.estimator.npu import npu_scope
 from npu_bridge.estimator.npu.npu_config import NPURunConfig
@@ -61,7 +62,7 @@ def model_fn(features, labels, mode, params):
         return NPUEstimatorSpec(mode, loss=loss)
     optimizer = tf.compat.v1.train.AdamOptimizer(0.01)
     grads = optimizer.compute_gradients(loss)
-    rank_size = get_rank_size()  # noqa: F405
+    rank_size = get_rank_size()
     grads = [(hccl_ops.allreduce(g, "sum") / rank_size, v) for g, v in grads if g is not None]
     train_op = optimizer.apply_gradients(grads, global_step=tf.compat.v1.train.get_global_step())
     hook = NPUOutputTensorHook(  # noqa: F405
@@ -83,7 +84,7 @@ def main(model_dir, out):
     result = {
         "global_step": int(metrics["global_step"]),
         "eval_loss": float(metrics["loss"]),
-        "rank_size": get_rank_size(),  # noqa: F405
+        "rank_size": get_rank_size(),
         "logged_steps": len(STEPS),
     }
     print("RESULT " + json.dumps(result))

@@ -6,7 +6,9 @@ After ``install()``, in this process, code written for tf.estimator imports unmo
 (``TENSORFLOW_ESTIMATOR_PATHS``) resolve to tf_bridge's objects (the v1 namespace and the
 plain names of tensorflow_estimator's modules to TF 2.15's v1 classes,
 ``tf_bridge.estimator.v1``); where Ascend's adapter is not installed, ``npu_bridge``'s
-paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's NPU path. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
+paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's NPU path, and so do CANN's
+``hccl.manage.api`` and ``hccl.split.api`` (``HCCL_PATHS``) where that package is not
+installed either. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
 resolved lazily (a path's tf_bridge module loads when the path is first imported).
 """
 
@@ -106,6 +108,16 @@ NPU_BRIDGE_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_NPU}.npu_hook": ("tf_bridge.runtime.npu.hooks",),
 }
 
+# CANN's ``hccl`` package (rank functions, which Ascend samples import from it directly),
+# where neither it nor the adapter is installed.
+HCCL_PATHS: Mapping[str, _module_map.Entry] = {
+    "hccl": (),
+    "hccl.manage": (),
+    "hccl.manage.api": ("tf_bridge.runtime.npu.hooks",),
+    "hccl.split": (),
+    "hccl.split.api": ("tf_bridge.runtime.npu.hooks",),
+}
+
 MIN_TF_VERSION = (2, 16)
 
 _installed: list[_module_map.ModuleMapFinder] = []
@@ -157,6 +169,8 @@ def install() -> None:
     table = dict(TENSORFLOW_ESTIMATOR_PATHS)
     if not _importable("npu_bridge"):
         table.update(NPU_BRIDGE_PATHS)
+        if not _importable("hccl"):
+            table.update(HCCL_PATHS)
     finder = _module_map.register(_module_map.ModuleMapFinder(table))
     _installed.append(finder)
     estimator = importlib.import_module("tf_bridge.estimator")
