@@ -137,6 +137,8 @@ def test_between_graph_training_with_ps_chief_worker_and_evaluator(tmp_path: Any
                 proc.kill()
                 proc.wait()
     records = {task: json.load(open(out)) for task, (_, out) in procs.items() if task != "ps"}
+    for task in ("chief", "worker"):  # the step grew every step: no false StepCounterHook warning
+        assert "has not been increased" not in (tmp_path / f"{task}.log").read_text()
     chief_losses, worker_losses = records["chief"]["losses"], records["worker"]["losses"]
     assert records["chief"]["is_chief"] and not records["worker"]["is_chief"]
     assert chief_losses and worker_losses  # both trainers took steps on the shared variables

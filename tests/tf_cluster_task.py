@@ -34,7 +34,7 @@ def main(model_dir: str, max_steps: int, out: str) -> None:
     config = tf_bridge.RunConfig(
         tf_random_seed=1,
         save_checkpoints_steps=20,
-        log_step_count_steps=None,
+        log_step_count_steps=10,  # StepCounterHook: its 'global step has not been increased' check
         experimental_max_worker_delay_secs=0,
     )
     if config.task_type == "worker":

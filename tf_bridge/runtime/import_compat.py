@@ -6,7 +6,9 @@ After ``install()``, in this process, code written for tf.estimator imports unmo
 (``TENSORFLOW_ESTIMATOR_PATHS``) resolve to tf_bridge's objects (the v1 namespace and the
 plain names of tensorflow_estimator's modules to TF 2.15's v1 classes,
 ``tf_bridge.estimator.v1``); where Ascend's adapter is not installed, ``npu_bridge``'s
-paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's NPU path. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
+paths (``NPU_BRIDGE_PATHS``) resolve to tf_bridge's NPU path, and so do CANN's
+``hccl.manage.api`` and ``hccl.split.api`` (``HCCL_PATHS``) where that package is not
+installed either. TensorFlow gains the ``estimator`` attributes and nothing else. The paths are
 resolved lazily (a path's tf_bridge module loads when the path is first imported).
 """
 
@@ -92,13 +94,28 @@ NPU_BRIDGE_PATHS: Mapping[str, _module_map.Entry] = {
     "npu_bridge": ("tf_bridge.runtime.npu",),
     "npu_bridge.npu_init": "tf_bridge.runtime.npu.npu_init",
     "npu_bridge.estimator": (),
+    "npu_bridge.estimator.npu_ops": "tf_bridge.runtime.npu.npu_ops",
+    "npu_bridge.estimator.npu_unary_ops": "tf_bridge.runtime.npu.npu_unary_ops",
+    "npu_bridge.hccl": (),
+    "npu_bridge.hccl.hccl_ops": "tf_bridge.runtime.npu.hccl_ops",
     _NPU: (),
+    f"{_NPU}.npu_scope": "tf_bridge.runtime.npu.npu_scope",
     f"{_NPU}.npu_estimator": ("tf_bridge.runtime.npu.estimator", "tf_bridge.runtime.spec"),
-    f"{_NPU}.npu_config": ("tf_bridge.runtime.npu.config",),
+    f"{_NPU}.npu_config": ("tf_bridge.runtime.npu.config", "tf_bridge.runtime.npu.npu_scope"),
     f"{_NPU}.npu_optimizer": ("tf_bridge.runtime.npu.optimizer",),
     f"{_NPU}.npu_loss_scale_optimizer": ("tf_bridge.runtime.npu.optimizer",),
     f"{_NPU}.npu_loss_scale_manager": ("tf_bridge.runtime.npu.loss_scale",),
     f"{_NPU}.npu_hook": ("tf_bridge.runtime.npu.hooks",),
+}
+
+# CANN's ``hccl`` package (rank functions, which Ascend samples import from it directly),
+# where neither it nor the adapter is installed.
+HCCL_PATHS: Mapping[str, _module_map.Entry] = {
+    "hccl": (),
+    "hccl.manage": (),
+    "hccl.manage.api": ("tf_bridge.runtime.npu.hooks",),
+    "hccl.split": (),
+    "hccl.split.api": ("tf_bridge.runtime.npu.hooks",),
 }
 
 MIN_TF_VERSION = (2, 16)
@@ -152,6 +169,8 @@ def install() -> None:
     table = dict(TENSORFLOW_ESTIMATOR_PATHS)
     if not _importable("npu_bridge"):
         table.update(NPU_BRIDGE_PATHS)
+        if not _importable("hccl"):
+            table.update(HCCL_PATHS)
     finder = _module_map.register(_module_map.ModuleMapFinder(table))
     _installed.append(finder)
     estimator = importlib.import_module("tf_bridge.estimator")

@@ -20,13 +20,14 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from tf_bridge.runtime.zero_fraction import zero_fraction
 
 _fc_internal = tf.compat.v2.__internal__.feature_column
 
 
 def add_layer_summary(value: Any, tag: str) -> None:
     """``<tag>/fraction_of_zero_values`` and ``<tag>/activation``, as TF 2.15's DNN logs."""
-    tf.compat.v1.summary.scalar(f"{tag}/fraction_of_zero_values", tf.math.zero_fraction(value))
+    tf.compat.v1.summary.scalar(f"{tag}/fraction_of_zero_values", zero_fraction(value))
     tf.compat.v1.summary.histogram(f"{tag}/activation", value)
 
 
@@ -224,7 +225,7 @@ def _column_sum(column: Any, cache: Any, state: _GraphStateManager, combiner: st
 
 def _fraction_of_zero(variables: list[Any]) -> Any:
     sizes = [tf.cast(tf.size(v), tf.float32) for v in variables]
-    zeros = [tf.math.zero_fraction(v) * s for v, s in zip(variables, sizes, strict=True)]
+    zeros = [zero_fraction(v) * s for v, s in zip(variables, sizes, strict=True)]
     return tf.math.add_n(zeros) / tf.math.add_n(sizes)
 
 

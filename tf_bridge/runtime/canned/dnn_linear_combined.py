@@ -21,6 +21,7 @@ from tf_bridge.runtime.canned.optimizers import get_optimizer_instance_v2
 from tf_bridge.runtime.heads.base import Head
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
+from tf_bridge.runtime.zero_fraction import zero_fraction
 
 # Learning rates of optimizers given by name: the DNN's, and the cap of the linear
 # part's (which is min(cap, 1 / sqrt(number of linear columns))).
@@ -93,7 +94,7 @@ def dnn_linear_combined_model_fn(
         logits, variables = linear_logits(
             head.logits_dimension, linear_feature_columns, linear_sparse_combiner, features
         )
-        tf.compat.v1.summary.scalar("linear/fraction_of_zero_values", tf.math.zero_fraction(logits))
+        tf.compat.v1.summary.scalar("linear/fraction_of_zero_values", zero_fraction(logits))
         tf.compat.v1.summary.histogram("linear/activation", logits)
         parts.append((logits, opt, variables, []))
     logits = parts[0][0] if len(parts) == 1 else parts[0][0] + parts[1][0]

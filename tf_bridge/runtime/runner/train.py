@@ -20,6 +20,7 @@ from tensorflow.python.training import training_util
 from tf_bridge.runtime.runner.cluster import device_function
 from tf_bridge.runtime.runner.plan import TFRunPlan, TrainPlan
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
+from tf_bridge.runtime.step_read_order import order_step_writes_after_read
 
 _log = logging.getLogger("tf_bridge")
 
@@ -240,4 +241,5 @@ def train_model(plan: TFRunPlan, input_fn: Any, hooks: list[Any], saving_listene
         features, labels, input_hooks = plan.call_input_fn(input_fn)
         spec = plan.model_fn(features, labels)
         global_step = tf.compat.v1.train.get_global_step(graph)
+        order_step_writes_after_read(graph)  # the step hooks' read is the step before the run
         return train_with_spec(plan, spec, input_hooks, hooks, global_step, saving_listeners)
