@@ -67,9 +67,7 @@ class ModelFnCaller:
         size there); checked at each call, as TPUEstimator does.
     """
 
-    def __init__(
-        self, model_fn: ModelFn, check_spec: SpecCheck, needs_params: bool = False
-    ) -> None:
+    def __init__(self, model_fn: ModelFn, check_spec: SpecCheck, needs_params: bool = False) -> None:
         self.user_model_fn = model_fn
         self._names = fn_arg_names(model_fn)
         self._check_spec = check_spec

@@ -544,7 +544,9 @@ class Estimator:
         """
         store = self._checkpoint_store()
         values: dict[str, np.ndarray | np.generic] = dict(store.read())
-        values.setdefault(GLOBAL_STEP_NAME, np.int64(cast(int, store.latest_step())))  # the step is the checkpoint's
+        values.setdefault(
+            GLOBAL_STEP_NAME, np.int64(cast(int, store.latest_step()))
+        )  # the step is the checkpoint's
         if name not in values:
             raise ValueError(f"{name!r} is not in the checkpoint; names are {sorted(values)}.")
         return values[name]

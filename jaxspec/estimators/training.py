@@ -21,7 +21,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 from jaxspec.config.cluster import CHIEF, EVALUATOR, WORKER, run_config_task
 from jaxspec.estimators.estimator import Estimator
-from jaxspec.estimators.exporter import ExportingEstimator, Exporter
+from jaxspec.estimators.exporter import Exporter, ExportingEstimator
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.spec.fn_types import InputFn
 from jaxspec.spec.hooks import SessionRunHook
@@ -318,7 +318,10 @@ def _checked_specs(
 
 
 def run_train_and_evaluate(
-    estimator: ExportingEstimator, train_spec: TrainSpec, eval_spec: EvalSpec | Sequence[EvalSpec], family: Family
+    estimator: ExportingEstimator,
+    train_spec: TrainSpec,
+    eval_spec: EvalSpec | Sequence[EvalSpec],
+    family: Family,
 ) -> EvalOutcome | list[EvalOutcome]:
     """The shared driver (see ``train_and_evaluate``); returns what it documents.
 
