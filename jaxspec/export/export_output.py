@@ -189,7 +189,7 @@ class PredictOutput(ExportOutput):
     DEFAULT_KEY: ClassVar[str] = "output"
     SEPARATOR: ClassVar[str] = "/"
 
-    def __init__(self, outputs: Arrays | Mapping[str | tuple[str, ...], Arrays]) -> None:
+    def __init__(self, outputs: Arrays | Mapping[str, Arrays] | Mapping[tuple[str, ...], Arrays]) -> None:
         given: dict[Any, Any] = (
             outputs if isinstance(outputs, dict) else {self.DEFAULT_KEY: outputs}
         )  # unchecked
