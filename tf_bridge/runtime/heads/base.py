@@ -218,13 +218,13 @@ def train_summaries(
 
 def eval_metrics_pair(
     fn: Callable[..., Any], kwargs: dict[str, Any]
-) -> tuple[Callable[..., Any], dict[str, Any]]:
+) -> tuple[Callable[..., Any], dict[str, tf.Tensor]]:
     """A TPUEstimatorSpec ``eval_metrics`` pair: the tensor arguments travel as tensors,
     the others are bound into the function."""
     tensors = {k: v for k, v in kwargs.items() if tf.is_tensor(v)}
     fixed = {k: v for k, v in kwargs.items() if not tf.is_tensor(v)}
 
-    def metric_fn(**given: Any) -> Any:
+    def metric_fn(**given: tf.Tensor) -> Any:
         return fn(**fixed, **given)
 
     return metric_fn, tensors
