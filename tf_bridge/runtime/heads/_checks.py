@@ -74,7 +74,7 @@ def _assert_in_graph(ok: tf.Tensor, value: tf.Tensor, data: list[object]) -> tf.
         return tf.identity(value)
 
 
-def static_n_classes(n_classes: object, minimum: int) -> object:
+def static_n_classes(n_classes: int | tf.Tensor, minimum: int) -> int:
     """``n_classes`` as a Python int when it is a tensor whose value is known while
     building (``tf.constant(3)``, as TF 2.15's heads accepted); anything else unchanged
     (``jaxspec.rules.head_args.check_n_classes`` checks it).
