@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from jaxspec.rules.head_keys import Reduction
 
@@ -41,10 +41,19 @@ HEAD_NAMES = (
 )
 
 
-class HeadInterface(abc.ABC):
+# A side's kinds: what a head takes (JAX's ArrayLike, TF's TensorLike), what it gives
+# (jax.Array, tf.Tensor) and its metric class (a jaxspec metric state, a tf_keras metric).
+ArrayIn = TypeVar("ArrayIn")
+ArrayOut = TypeVar("ArrayOut")
+MetricT = TypeVar("MetricT")
+
+
+class HeadInterface(abc.ABC, Generic[ArrayIn, ArrayOut, MetricT]):
     """The interface of a head (``tf.estimator.Head``): turns logits (and labels) into
     predictions, a loss and eval metrics. Each side's ``Head`` adds the spec builders
-    (``create_estimator_spec``); arrays are JAX arrays in jaxspec, tensors in tf_bridge."""
+    (``create_estimator_spec``) and names its kinds: ``HeadInterface[PyTree, Array,
+    Metric]`` in jaxspec (logits and labels: an array, or a MultiHead's dict of them),
+    ``HeadInterface[TensorLike, tf.Tensor, KerasMetric]`` in tf_bridge."""
 
     @property
     @abc.abstractmethod
@@ -64,32 +73,32 @@ class HeadInterface(abc.ABC):
     @abc.abstractmethod
     def loss(
         self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> Any:
+        labels: ArrayIn,
+        logits: ArrayIn,
+        features: object = None,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayIn] | None = None,
+    ) -> ArrayOut:
         """The scalar training loss (regularization included)."""
 
     @abc.abstractmethod
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[Any, Any]:
+    def predictions(self, logits: ArrayIn, keys: Sequence[str] | None = None) -> dict[Any, ArrayOut]:
         """The predictions dict for ``logits`` (all keys, or ``keys``)."""
 
     @abc.abstractmethod
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[ArrayIn] | None = None) -> dict[str, MetricT]:
         """The fresh (not updated) eval metrics by metric key."""
 
     @abc.abstractmethod
     def update_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+        eval_metrics: dict[str, MetricT],
+        features: object,
+        logits: ArrayIn,
+        labels: ArrayIn,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayIn] | None = None,
+    ) -> dict[str, MetricT]:
         """``eval_metrics`` updated with one batch."""
 
     def _summary_key(self, key: str) -> str:

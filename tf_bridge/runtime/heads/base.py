@@ -46,7 +46,7 @@ def keras_metrics() -> types.ModuleType:
     return tf_keras.metrics
 
 
-class Head(HeadInterface):
+class Head(HeadInterface["TensorLike", "tf.Tensor", "KerasMetric"]):
     """Interface for a head (``tf.estimator.Head``): subclass it for your own head.
 
     Subclasses implement the properties ``name``, ``logits_dimension``, ``loss_reduction``
