@@ -161,7 +161,7 @@ class LossScaleOptimizerState(NamedTuple):
     and the inner transformation's state."""
 
     loss_scale: LossScaleState
-    inner_state: optax.OptState
+    inner_state: PyTree
 
 
 def find_loss_scale(tree: PyTree) -> Array | None:
@@ -173,7 +173,7 @@ def find_loss_scale(tree: PyTree) -> Array | None:
     return None
 
 
-def current_loss_scale(opt_state: optax.OptState) -> Array:
+def current_loss_scale(opt_state: PyTree) -> Array:
     """The loss scale in ``opt_state`` (float32 scalar): that of the first
     ``LossScaleOptimizer`` state found in it, however deep (an ``optax.chain``, a
     ``CrossShardOptimizer``, a flax TrainState are all searched).
@@ -212,7 +212,7 @@ class LossScaleTransformation(optax.GradientTransformationExtraArgs):
 
     __slots__ = ()
 
-    def scale_loss(self, loss: ArrayLike, opt_state: optax.OptState) -> Array:
+    def scale_loss(self, loss: ArrayLike, opt_state: PyTree) -> Array:
         """``loss`` times the current scale of ``opt_state`` (``current_loss_scale``),
         computed in float32 (or the loss's dtype where that is wider: a float16 loss
         would overflow at a scale of 2**16). Differentiate this, and pass the

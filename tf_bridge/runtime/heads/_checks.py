@@ -18,21 +18,19 @@ Every message names the argument and the shapes it saw.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import tensorflow as tf
+from tensorflow.python.feature_column.feature_column_v2 import NumericColumn
 
 from jaxspec.rules import head_args as rules
 from jaxspec.rules.head_args import Shape, fn_args
 from jaxspec.rules.head_keys import Reduction
 from jaxspec.spec.fn_types import PyTree
 
-if TYPE_CHECKING:
-    from tensorflow.python.feature_column.feature_column_v2 import NumericColumn
-
 TensorLike: TypeAlias = tf.types.experimental.TensorLike
 # A head's ``weight_column``: None, a feature key, or a ``tf.feature_column.numeric_column``.
-WeightColumn: TypeAlias = "str | NumericColumn | None"
+WeightColumn: TypeAlias = str | NumericColumn | None
 
 # tf.estimator's loss reductions are Keras's (tf.keras.losses.Reduction in TF <= 2.15,
 # tf_keras.losses.Reduction today): the same strings as ``Reduction``.

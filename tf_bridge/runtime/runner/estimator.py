@@ -52,7 +52,7 @@ class WarmStartSettings(WarmStartSettingsBase):
 
 
 # ``warm_start_from``: a checkpoint, model_dir or SavedModel path, or WarmStartSettings.
-WarmStartFrom: TypeAlias = "str | bytes | os.PathLike[str] | WarmStartSettings | None"
+WarmStartFrom: TypeAlias = str | bytes | os.PathLike[str] | WarmStartSettings | None
 
 
 def as_warm_start_settings(warm_start_from: WarmStartFrom) -> WarmStartSettings | None:
