@@ -10,22 +10,31 @@ add theirs. jaxspec does the same: the Estimator wraps the user's model_fn in a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from jaxspec._checks import type_name
 from jaxspec._fn_args import call_with_declared, fn_arg_names
 from jaxspec.rules import model_fn as rules_model_fn
+from jaxspec.spec.fn_types import Array, Features, Labels, ModelFn, State
+
+if TYPE_CHECKING:
+    from jaxspec.config.run_config import RunConfig
+    from jaxspec.spec import EstimatorSpec, TPUEstimatorSpec
 
 _log = logging.getLogger("jaxspec")
 
 #: What a model_fn may declare: tf.estimator's names, then jaxspec's additions.
 MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config", "state", "rng", "global_step")
 
-SpecCheck = Callable[[Any, str, dict[str, Any]], Any]
+# What a model_fn returns, once checked: an EstimatorSpec (NPUEstimatorSpec included) or
+# a TPUEstimatorSpec.
+ModelFnSpec: TypeAlias = "EstimatorSpec | TPUEstimatorSpec"
+# ``check_spec(returned, mode, params)``: the spec, or an error.
+SpecCheck: TypeAlias = Callable[[object, str, dict[str, Any]], ModelFnSpec]
 
 
-def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str, ...]:
+def verify_model_fn_args(model_fn: ModelFn, params: Mapping[str, object] | None) -> tuple[str, ...]:
     """Check model_fn's declared arguments at construction, as tf.estimator does, against
     ``MODEL_FN_ARGS`` (``jaxspec.rules.model_fn.verify_model_fn_args``; the warning goes
     to the ``jaxspec`` logger).
@@ -58,9 +67,7 @@ class ModelFnCaller:
         size there); checked at each call, as TPUEstimator does.
     """
 
-    def __init__(
-        self, model_fn: Callable[..., Any], check_spec: SpecCheck, needs_params: bool = False
-    ) -> None:
+    def __init__(self, model_fn: ModelFn, check_spec: SpecCheck, needs_params: bool = False) -> None:
         self.user_model_fn = model_fn
         self._names = fn_arg_names(model_fn)
         self._check_spec = check_spec
@@ -71,15 +78,15 @@ class ModelFnCaller:
 
     def __call__(
         self,
-        features: Any,
-        labels: Any,
+        features: Features,
+        labels: Labels,
         mode: str,
-        params: Any,
-        config: Any,
-        state: Any,
-        rng: Any,
-        global_step: Any,
-    ) -> Any:
+        params: dict[str, Any],
+        config: RunConfig,
+        state: State,
+        rng: Array | None,
+        global_step: Array,
+    ) -> ModelFnSpec:
         """Call the user's model_fn with the arguments it declares; return its checked spec.
 
         Raises:
@@ -109,7 +116,7 @@ class ModelFnCaller:
         return self._check_spec(spec, mode, params)
 
 
-def estimator_spec_check(spec: Any, mode: str, params: dict[str, Any]) -> Any:
+def estimator_spec_check(spec: object, mode: str, params: dict[str, Any]) -> EstimatorSpec:
     """``Estimator``'s rule: model_fn returns an EstimatorSpec (NPUEstimatorSpec included;
     a TPUEstimatorSpec is not one, as in tf.estimator).
 
@@ -123,7 +130,7 @@ def estimator_spec_check(spec: Any, mode: str, params: dict[str, Any]) -> Any:
     return spec
 
 
-def tpu_spec_check(spec: Any, mode: str, on_mesh: bool, eval_on_mesh: bool = True) -> Any:
+def tpu_spec_check(spec: object, mode: str, on_mesh: bool, eval_on_mesh: bool = True) -> ModelFnSpec:
     """``TPUEstimator``'s rules for what model_fn returns.
 
     Off the mesh (``use_tpu=False``, and every export): an EstimatorSpec or a
@@ -149,11 +156,11 @@ def tpu_spec_check(spec: Any, mode: str, on_mesh: bool, eval_on_mesh: bool = Tru
             f"TPUEstimator {phase} on the mesh (use_tpu=True) needs model_fn to return a "
             f"TPUEstimatorSpec, got {type_name(spec)}."
         )
-    if not (is_tpu_spec or isinstance(spec, EstimatorSpec)):
+    if not isinstance(spec, (TPUEstimatorSpec, EstimatorSpec)):
         raise ValueError(
             f"model_fn must return a TPUEstimatorSpec or an EstimatorSpec, got {type_name(spec)} in {mode} mode."
         )
-    if on_mesh and mode == ModeKeys.TRAIN and not is_tpu_spec and spec.training_chief_hooks:
+    if on_mesh and mode == ModeKeys.TRAIN and isinstance(spec, EstimatorSpec) and spec.training_chief_hooks:
         raise ValueError(
             "TPUEstimator cannot run EstimatorSpec.training_chief_hooks on the mesh; pass those hooks "
             "in training_hooks instead."
@@ -166,7 +173,7 @@ def tpu_spec_check(spec: Any, mode: str, on_mesh: bool, eval_on_mesh: bool = Tru
     return spec
 
 
-def npu_spec_check(spec: Any, mode: str) -> Any:
+def npu_spec_check(spec: object, mode: str) -> EstimatorSpec:
     """Ascend ``NPUEstimator``'s rules: model_fn returns an EstimatorSpec or an
     NPUEstimatorSpec (a TPUEstimatorSpec is neither).
 

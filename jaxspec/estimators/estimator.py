@@ -11,19 +11,26 @@ import logging
 import os
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ParamSpec, TypeAlias, TypeVar, cast
 
 import numpy as np
+from jax.sharding import PartitionSpec
 
 from jaxspec._fn_args import check_declared_args
 from jaxspec._trees import named_leaves
 from jaxspec.compilation_cache import ensure_compilation_cache
 from jaxspec.config.cluster import EVALUATOR, maybe_initialize, run_config_task
 from jaxspec.config.run_config import RunConfig
-from jaxspec.config.warm_start_settings import as_settings
+from jaxspec.config.warm_start_settings import WarmStartSettings, as_settings
 from jaxspec.engine.partitioning import check_rules
-from jaxspec.estimators._model_fn import ModelFnCaller, estimator_spec_check, verify_model_fn_args
+from jaxspec.estimators._model_fn import (
+    ModelFnCaller,
+    ModelFnSpec,
+    estimator_spec_check,
+    verify_model_fn_args,
+)
+from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.loop.call_cache import EstimatorCache
 from jaxspec.loop.console import quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
@@ -32,7 +39,7 @@ from jaxspec.loop.plan import RunPlan
 from jaxspec.loop.predict import run_predict
 from jaxspec.loop.train import run_train
 from jaxspec.mode_keys import ModeKeys
-from jaxspec.spec.fn_types import Hooks, InitFn, InputFn, ModelFn
+from jaxspec.spec.fn_types import ArrayLike, Hooks, InitFn, InputFn, ModelFn, PyTree
 from jaxspec.store.checkpoints import EMPTY_STATE_KEY, CheckpointStore
 from jaxspec.store.local_tier import TieredCheckpointStore
 
@@ -40,6 +47,13 @@ _log = logging.getLogger("jaxspec")
 GLOBAL_STEP_NAME = "global_step"
 
 INIT_FN_ARGS = ("rng", "features", "labels", "params", "config")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# ``partition_rules``: ``(regex over a state leaf's key path, PartitionSpec over 'core')``.
+PartitionRules: TypeAlias = Sequence[tuple[str, PartitionSpec]]
+# A receiver fn: ``() -> ServingInputReceiver`` (or TRAIN/EVAL's SupervisedInputReceiver).
+ReceiverFn: TypeAlias = Callable[[], object]
 
 
 def resolve_model_dir(config: RunConfig | None, model_dir: str | os.PathLike[str] | None) -> RunConfig:
@@ -72,23 +86,23 @@ def resolve_model_dir(config: RunConfig | None, model_dir: str | os.PathLike[str
 # Predict generators still open: closed at interpreter exit, while the modules their
 # clean-up needs (threads, logging, contextlib) still exist; left to the garbage
 # collector after module teardown, their closing printed "Exception ignored" tracebacks.
-_open_generators: weakref.WeakSet[Iterator[Any]] = weakref.WeakSet()
+_open_generators: weakref.WeakSet[Generator[object]] = weakref.WeakSet()
 
 
 @atexit.register
 def _close_open_generators() -> None:
     for gen in list(_open_generators):
-        gen.close()  # type: ignore[attr-defined]  # a generator
+        gen.close()
 
 
-def _quietly(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _quietly(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` run inside ``quiet_libraries()``; a generator function has each of its
     resumptions (and its closing) run inside it, since a predict generator reads the
     checkpoint at its first ``next()``. Generators left open are closed at exit."""
     if inspect.isgeneratorfunction(fn):
 
-        def resumed(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            inner = fn(*args, **kwargs)
+        def resumed(*args: P.args, **kwargs: P.kwargs) -> Generator[object]:
+            inner = cast("Generator[object]", fn(*args, **kwargs))
             try:
                 while True:
                     with quiet_libraries():
@@ -102,15 +116,15 @@ def _quietly(fn: Callable[..., Any]) -> Callable[..., Any]:
                     inner.close()
 
         @functools.wraps(fn)
-        def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        def generator(*args: P.args, **kwargs: P.kwargs) -> R:
             gen = resumed(*args, **kwargs)
             _open_generators.add(gen)
-            return gen
+            return cast(R, gen)
 
         return generator
 
     @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
         with quiet_libraries():
             return fn(*args, **kwargs)
 
@@ -191,9 +205,9 @@ class Estimator:
         model_dir: str | None = None,
         config: RunConfig | None = None,
         params: dict[str, Any] | None = None,
-        warm_start_from: Any = None,
+        warm_start_from: str | os.PathLike[str] | WarmStartSettings | None = None,
         init_fn: InitFn | None = None,
-        partition_rules: Any = None,
+        partition_rules: PartitionRules | None = None,
     ) -> None:
         if config is not None and not isinstance(config, RunConfig):
             raise ValueError(f"config must be a jaxspec.RunConfig, got {type(config).__name__}.")
@@ -207,8 +221,8 @@ class Estimator:
         config = resolve_model_dir(config, model_dir)
         if init_fn is not None:
             check_declared_args(init_fn, INIT_FN_ARGS, "init_fn")
-        self._model_fn = ModelFnCaller(model_fn, self._check_spec, self._model_fn_needs_params)
-        self._model_dir = config.model_dir
+        self._model_fn: ModelFn = ModelFnCaller(model_fn, self._check_spec, self._model_fn_needs_params)
+        self._model_dir = cast(str, config.model_dir)  # resolve_model_dir set it
         self._config = config
         self._params = copy.deepcopy(params or {})
         self._init_fn = init_fn
@@ -221,7 +235,7 @@ class Estimator:
     #: Whether model_fn must declare ``params`` (TPUEstimator's rule, checked per call).
     _model_fn_needs_params = False
 
-    def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
+    def _check_spec(self, spec: object, mode: str, params: dict[str, Any]) -> ModelFnSpec:
         """Which specs this Estimator accepts from model_fn (called at each trace).
 
         Estimator: an EstimatorSpec or NPUEstimatorSpec; not a TPUEstimatorSpec, as in
@@ -249,7 +263,7 @@ class Estimator:
         return copy.deepcopy(self._params)
 
     @property
-    def model_fn(self) -> Callable[..., Any]:
+    def model_fn(self) -> ModelFn:
         """The model_fn as the engine calls it: a wrapper taking every argument by name
         (the user's function is its ``user_model_fn``), as tf.estimator's property
         returns a wrapper too."""
@@ -262,7 +276,7 @@ class Estimator:
         hooks: Hooks = None,
         steps: int | None = None,
         max_steps: int | None = None,
-        saving_listeners: Any = None,
+        saving_listeners: Iterable[CheckpointSaverListener] | None = None,
     ) -> Estimator:
         """Train, as ``tf.estimator.Estimator.train``; returns self.
 
@@ -323,7 +337,7 @@ class Estimator:
     def predict(
         self,
         input_fn: InputFn,
-        predict_keys: Any = None,
+        predict_keys: str | Sequence[str] | None = None,
         hooks: Hooks = None,
         checkpoint_path: str | None = None,
         yield_single_examples: bool = True,
@@ -352,16 +366,16 @@ class Estimator:
     def export_saved_model(
         self,
         export_dir_base: str,
-        serving_input_receiver_fn: Callable[..., Any],
+        serving_input_receiver_fn: ReceiverFn | None,
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
         experimental_mode: str = ModeKeys.PREDICT,
         jax_artifact: bool | None = None,
-        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        warmup_requests: int | Sequence[Mapping[str, ArrayLike]] | None = None,
         validate: bool | str = True,
         validation_tolerances: Mapping[str, float] | None = None,
-    ) -> bytes:
+    ) -> bytes | None:
         """Write a SavedModel through ``tf_bridge``, as ``Estimator.export_saved_model``.
 
         model_fn runs in ``experimental_mode`` on the features (and, in TRAIN/EVAL,
@@ -425,15 +439,15 @@ class Estimator:
     def experimental_export_all_saved_models(
         self,
         export_dir_base: str,
-        input_receiver_fn_map: dict[str, Callable[..., Any]],
+        input_receiver_fn_map: Mapping[str, ReceiverFn | None],
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
         jax_artifact: bool | None = None,
-        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        warmup_requests: int | Sequence[Mapping[str, ArrayLike]] | None = None,
         validate: bool | str = True,
         validation_tolerances: Mapping[str, float] | None = None,
-    ) -> bytes:
+    ) -> bytes | None:
         """One SavedModel with a meta graph per mode, sharing one set of variables, as
         ``tf.estimator.Estimator.experimental_export_all_saved_models``.
 
@@ -512,14 +526,14 @@ class Estimator:
         names = [name for name, _ in named_leaves(self._latest_metadata()) if name != EMPTY_STATE_KEY]
         return names if GLOBAL_STEP_NAME in names else names + [GLOBAL_STEP_NAME]
 
-    def _latest_metadata(self) -> Any:
+    def _latest_metadata(self) -> PyTree:
         store = self._checkpoint_store()
         step = store.latest_step()
         if step is None:
             raise ValueError(f"no checkpoint in {self.model_dir}.")
         return store.metadata(step)
 
-    def get_variable_value(self, name: str) -> Any:
+    def get_variable_value(self, name: str) -> np.ndarray | np.generic:
         """The value (numpy) of state leaf ``name`` (or ``global_step``) in the latest
         checkpoint (``Estimator.get_variable_value``); a typed PRNG key leaf
         (``jax.random.key``) is given as its key data (uint32), as TF gives a variable's
@@ -529,8 +543,10 @@ class Estimator:
           ValueError: no checkpoint, or no leaf of that name.
         """
         store = self._checkpoint_store()
-        values = store.read()
-        values.setdefault(GLOBAL_STEP_NAME, np.int64(store.latest_step()))  # the step is the checkpoint's
+        values: dict[str, np.ndarray | np.generic] = dict(store.read())
+        values.setdefault(
+            GLOBAL_STEP_NAME, np.int64(cast(int, store.latest_step()))
+        )  # the step is the checkpoint's
         if name not in values:
             raise ValueError(f"{name!r} is not in the checkpoint; names are {sorted(values)}.")
         return values[name]
@@ -549,7 +565,7 @@ class Estimator:
                         c.keep_checkpoint_max,
                         c.keep_checkpoint_every_n_hours,
                         c.local_checkpoint_dir,
-                        c.local_save_checkpoints_steps,
+                        cast(int, c.local_save_checkpoints_steps),  # RunConfig sets both or neither
                     )
                 )
         return self._store

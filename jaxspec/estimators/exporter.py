@@ -10,12 +10,34 @@ import collections
 import inspect
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from jaxspec.spec.fn_types import ArrayLike
 from jaxspec.store import paths
 
 _log = logging.getLogger("jaxspec")
+
+
+class ExportingEstimator(Protocol):
+    """What exporters and ``train_and_evaluate``'s driver use of an Estimator of either
+    family (jaxspec's, or tf_bridge's for TF model_fns), called with tf.estimator's
+    arguments."""
+
+    @property
+    def model_dir(self) -> str: ...
+
+    @property
+    def export_saved_model(self) -> Callable[..., bytes | None]:
+        """``export_saved_model(export_dir_base, serving_input_receiver_fn, **kwargs)``."""
+
+    @property
+    def train(self) -> Callable[..., object]:
+        """``train(input_fn, hooks=, max_steps=, saving_listeners=)``."""
+
+    @property
+    def evaluate(self) -> Callable[..., dict[str, Any]]:
+        """``evaluate(input_fn, steps=, hooks=, checkpoint_path=, name=)``: the metrics."""
 
 
 class Exporter:
@@ -28,7 +50,7 @@ class Exporter:
 
     def export(
         self,
-        estimator: Any,
+        estimator: ExportingEstimator,
         export_path: str,
         checkpoint_path: str,
         eval_result: dict[str, Any],
@@ -47,12 +69,12 @@ class _SavedModelExporter(Exporter):
     def __init__(
         self,
         name: str,
-        serving_input_receiver_fn: Callable[[], Any],
-        assets_extra: Any = None,
+        serving_input_receiver_fn: Callable[[], object] | None,
+        assets_extra: Mapping[str, str] | None = None,
         as_text: bool = False,
         exports_to_keep: int | None = 5,
         *,
-        warmup_requests: Any = None,
+        warmup_requests: int | Sequence[Mapping[str, ArrayLike]] | None = None,
         validate: bool | str = True,
     ) -> None:
         if not name:
@@ -68,7 +90,7 @@ class _SavedModelExporter(Exporter):
         """Directory name under ``model_dir/export``."""
         return self._name
 
-    def _write(self, estimator: Any, export_path: str, checkpoint_path: str) -> bytes:
+    def _write(self, estimator: ExportingEstimator, export_path: str, checkpoint_path: str) -> bytes | None:
         path = estimator.export_saved_model(
             export_path,
             self._receiver_fn,
@@ -80,11 +102,11 @@ class _SavedModelExporter(Exporter):
         self._garbage_collect(export_path)
         return path
 
-    def _serving_kwargs(self) -> dict[str, Any]:
+    def _serving_kwargs(self) -> dict[str, object]:
         """The serving arguments that differ from their defaults: an Estimator whose
         export_saved_model lacks one (tf_bridge's takes no ``validate``) still works
         with an exporter that leaves it alone."""
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, object] = {}
         if self._warmup_requests is not None:
             kwargs["warmup_requests"] = self._warmup_requests
         if self._validate is not True:
@@ -119,13 +141,13 @@ class LatestExporter(_SavedModelExporter):
 
     def export(
         self,
-        estimator: Any,
+        estimator: ExportingEstimator,
         export_path: str,
         checkpoint_path: str,
         eval_result: dict[str, Any],
         is_the_final_export: bool,
-    ) -> bytes:
-        """Write a SavedModel of ``checkpoint_path``."""
+    ) -> bytes | None:
+        """Write a SavedModel of ``checkpoint_path`` (None on processes other than 0)."""
         return self._write(estimator, export_path, checkpoint_path)
 
 
@@ -136,11 +158,11 @@ class FinalExporter(_SavedModelExporter):
     def __init__(
         self,
         name: str,
-        serving_input_receiver_fn: Callable[[], Any],
-        assets_extra: Any = None,
+        serving_input_receiver_fn: Callable[[], object],
+        assets_extra: Mapping[str, str] | None = None,
         as_text: bool = False,
         *,
-        warmup_requests: Any = None,
+        warmup_requests: int | Sequence[Mapping[str, ArrayLike]] | None = None,
         validate: bool | str = True,
     ) -> None:
         super().__init__(
@@ -155,7 +177,7 @@ class FinalExporter(_SavedModelExporter):
 
     def export(
         self,
-        estimator: Any,
+        estimator: ExportingEstimator,
         export_path: str,
         checkpoint_path: str,
         eval_result: dict[str, Any],
@@ -197,7 +219,7 @@ def eval_results_from_events(pattern: str, skip_step: int | None = None) -> list
                 steps[event.step].update(values)
         per_file.append(steps)
     holding = [steps for steps in per_file if skip_step in steps]
-    if holding:
+    if holding and skip_step is not None:  # a step some file holds is an int
         del holding[-1][skip_step]
     by_step: dict[int, dict[str, Any]] = collections.defaultdict(dict)
     for steps in per_file:
@@ -235,14 +257,14 @@ class BestExporter(_SavedModelExporter):
     def __init__(
         self,
         name: str = "best_exporter",
-        serving_input_receiver_fn: Callable[[], Any] | None = None,
+        serving_input_receiver_fn: Callable[[], object] | None = None,
         event_file_pattern: str = "eval/*.tfevents.*",
         compare_fn: Callable[..., bool] = _loss_smaller,
-        assets_extra: Any = None,
+        assets_extra: Mapping[str, str] | None = None,
         as_text: bool = False,
         exports_to_keep: int | None = 5,
         *,
-        warmup_requests: Any = None,
+        warmup_requests: int | Sequence[Mapping[str, ArrayLike]] | None = None,
         validate: bool | str = True,
     ) -> None:
         params = set(inspect.signature(compare_fn).parameters)
@@ -262,7 +284,7 @@ class BestExporter(_SavedModelExporter):
         self._model_dir: str | None = None
         self._best: dict[str, Any] | None = None
 
-    def _best_earlier(self, model_dir: str, step: Any) -> dict[str, Any] | None:
+    def _best_earlier(self, model_dir: str, step: int | None) -> dict[str, Any] | None:
         """The best result in the eval event files of ``model_dir``, ``step``'s left out."""
         best = None
         pattern = paths.join(os.fspath(model_dir), self._pattern)
@@ -275,7 +297,7 @@ class BestExporter(_SavedModelExporter):
 
     def export(
         self,
-        estimator: Any,
+        estimator: ExportingEstimator,
         export_path: str,
         checkpoint_path: str,
         eval_result: dict[str, Any],

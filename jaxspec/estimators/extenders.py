@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jaxspec._fn_args import fn_arg_names
+from jaxspec.estimators._model_fn import ModelFnSpec
 from jaxspec.estimators.estimator import Estimator
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.metric_fn import eval_metrics_with, verify_metric_fn_args
@@ -17,7 +18,7 @@ _ALWAYS = ("features", "labels", "mode", "config")
 _IF_DECLARED = ("params", "state", "rng", "global_step")
 
 
-def add_metrics(estimator: Estimator, metric_fn: Callable[..., Any]) -> Estimator:
+def add_metrics(estimator: Estimator, metric_fn: Callable[..., Mapping[str, object]]) -> Estimator:
     """A new Estimator whose eval metrics are ``estimator``'s and ``metric_fn``'s, as
     ``tf.estimator.add_metrics``.
 
@@ -51,7 +52,7 @@ def add_metrics(estimator: Estimator, metric_fn: Callable[..., Any]) -> Estimato
     declared = fn_arg_names(getattr(original, "user_model_fn", original))
     names = _ALWAYS + tuple(n for n in _IF_DECLARED if n in declared)
 
-    def model_fn(**kwargs: Any) -> Any:
+    def model_fn(**kwargs: Any) -> ModelFnSpec:
         args = {name: kwargs.get(name) for name in _ALWAYS + _IF_DECLARED}
         spec = original(**args)
         if kwargs["mode"] != ModeKeys.EVAL:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any
 
 import jax
 
 from jaxspec.config.npu_config import NPURunConfig
-from jaxspec.estimators._model_fn import npu_spec_check
+from jaxspec.config.run_config import RunConfig
+from jaxspec.config.warm_start_settings import WarmStartSettings
+from jaxspec.estimators._model_fn import ModelFnSpec, npu_spec_check
 from jaxspec.estimators.estimator import Estimator
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
-from jaxspec.spec.fn_types import InitFn, ModelFn
+from jaxspec.spec.fn_types import Array, Features, InitFn, Labels, ModelFn, PyTree, State
 from jaxspec.train_utils.mixed_precision import Policy, computes_in
 
 _log = logging.getLogger("jaxspec")
@@ -29,7 +32,7 @@ class PrecisionCheckedModelFn:
     trace, on the same abstract arguments): its jaxpr is only read, never run.
     """
 
-    def __init__(self, caller: Any, policy: Policy) -> None:
+    def __init__(self, caller: ModelFn, policy: Policy) -> None:
         self._caller = caller
         self.user_model_fn = getattr(caller, "user_model_fn", caller)
         self.policy = policy
@@ -40,15 +43,15 @@ class PrecisionCheckedModelFn:
 
     def __call__(
         self,
-        features: Any,
-        labels: Any,
+        features: Features,
+        labels: Labels,
         mode: str,
-        params: Any,
-        config: Any,
-        state: Any,
-        rng: Any,
-        global_step: Any,
-    ) -> Any:
+        params: dict[str, Any],
+        config: RunConfig,
+        state: State,
+        rng: Array | None,
+        global_step: Array,
+    ) -> ModelFnSpec:
         """As ``ModelFnCaller.__call__`` (every argument by name), after the look."""
         args = dict(
             features=features,
@@ -68,7 +71,7 @@ class PrecisionCheckedModelFn:
     def _check(self, args: dict[str, Any]) -> None:
         arrays = {k: v for k, v in args.items() if k not in ("mode", "params", "config")}
 
-        def step(arrays: dict[str, Any]) -> Any:
+        def step(arrays: dict[str, PyTree]) -> list[Array]:
             spec = self._caller(**{**args, **arrays})
             return jax.tree.leaves((spec.loss, spec.train_op))
 
@@ -123,7 +126,7 @@ class NPUEstimator(Estimator):
         config: NPURunConfig | None = None,
         params: dict[str, Any] | None = None,
         job_start_file: str = "",
-        warm_start_from: Any = None,
+        warm_start_from: str | os.PathLike[str] | WarmStartSettings | None = None,
         init_fn: InitFn | None = None,
     ) -> None:
         if config is None or not isinstance(config, NPURunConfig):
@@ -134,7 +137,7 @@ class NPUEstimator(Estimator):
         if self._precision_policy is not None:
             self._model_fn = PrecisionCheckedModelFn(self._model_fn, self._precision_policy)
 
-    def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
+    def _check_spec(self, spec: object, mode: str, params: dict[str, Any]) -> ModelFnSpec:
         """The adapter's rule (``npu_spec_check``)."""
         return npu_spec_check(spec, mode)
 
@@ -147,4 +150,5 @@ class NPUEstimator(Estimator):
             plan = dataclasses.replace(plan, model_params=params)
         if for_export:
             return plan
-        return dataclasses.replace(plan, iterations_per_loop=self._config.iterations_per_loop)
+        every = self._config.iterations_per_loop  # type: ignore[attr-defined]  # NPURunConfig sets it by name
+        return dataclasses.replace(plan, iterations_per_loop=every)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import jax
@@ -16,9 +17,10 @@ from jaxspec.config.run_config import (
     iterations_per_loop_count,
     loop_duration_secs,
 )
+from jaxspec.config.warm_start_settings import WarmStartSettings
 from jaxspec.engine.mesh import make_replica_mesh, num_replicas
-from jaxspec.estimators._model_fn import tpu_spec_check
-from jaxspec.estimators.estimator import Estimator
+from jaxspec.estimators._model_fn import ModelFnSpec, tpu_spec_check
+from jaxspec.estimators.estimator import Estimator, PartitionRules
 from jaxspec.loop.plan import RunPlan
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.spec.fn_types import InitFn, ModelFn
@@ -97,15 +99,15 @@ class TPUEstimator(Estimator):
         train_batch_size: int | None = None,
         eval_batch_size: int | None = None,
         predict_batch_size: int | None = None,
-        batch_axis: Any = None,
+        batch_axis: object = None,
         eval_on_tpu: bool = True,
         export_to_tpu: bool = True,
         export_to_cpu: bool = True,
-        warm_start_from: Any = None,
-        embedding_config_spec: Any = None,
-        export_saved_model_api_version: Any = None,
+        warm_start_from: str | os.PathLike[str] | WarmStartSettings | None = None,
+        embedding_config_spec: object = None,
+        export_saved_model_api_version: int | None = None,
         init_fn: InitFn | None = None,
-        partition_rules: Any = None,
+        partition_rules: PartitionRules | None = None,
     ) -> None:
         if config is None or not isinstance(config, RunConfig):
             raise ValueError(f"TPUEstimator needs config, a jaxspec.RunConfig; got {type(config).__name__}.")
@@ -155,7 +157,7 @@ class TPUEstimator(Estimator):
 
     _model_fn_needs_params = True
 
-    def _check_spec(self, spec: Any, mode: str, params: dict[str, Any]) -> Any:
+    def _check_spec(self, spec: object, mode: str, params: dict[str, Any]) -> ModelFnSpec:
         """TPUEstimator's rules (``tpu_spec_check``); ``params['use_tpu']`` tells whether
         this call runs on the mesh (False in exports, which use the one-device graph)."""
         on_mesh = bool(params.get(USE_TPU_KEY, self._use_tpu)) if isinstance(params, dict) else self._use_tpu

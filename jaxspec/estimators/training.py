@@ -16,13 +16,14 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeAlias, TypeVar, cast
 
 from jaxspec.config.cluster import CHIEF, EVALUATOR, WORKER, run_config_task
 from jaxspec.estimators.estimator import Estimator
-from jaxspec.estimators.exporter import Exporter
+from jaxspec.estimators.exporter import Exporter, ExportingEstimator
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
+from jaxspec.spec.fn_types import InputFn
 from jaxspec.spec.hooks import SessionRunHook
 
 _log = logging.getLogger("jaxspec")
@@ -32,18 +33,23 @@ NOTICE_INTERVAL_SECS = 600
 #: Seconds between a separate evaluator's looks at model_dir with ``throttle_secs=0``.
 POLL_SECS = 1.0
 
+T = TypeVar("T")
+# One evaluation's outcome: its metrics and, per exporter, the directory it wrote (or
+# None); ``(None, None)`` before the first evaluation.
+EvalOutcome: TypeAlias = tuple["dict[str, Any] | None", "list[bytes | None] | None"]
 
-def _typed(items: Any, expected: type, owner: str, what: str) -> tuple[Any, ...]:
-    items = tuple(items or ())
-    for item in items:
+
+def _typed(items: Iterable[object] | None, expected: type[T], owner: str, what: str) -> tuple[T, ...]:
+    checked = tuple(items or ())
+    for item in checked:
         if not isinstance(item, expected):
             raise TypeError(
                 f"{owner}: {what} must be {expected.__name__} instances, got {type(item).__name__}."
             )
-    return items
+    return checked  # type: ignore[return-value]  # each item is an `expected`
 
 
-def _exporters(exporters: Any) -> tuple[Exporter, ...]:
+def _exporters(exporters: Exporter | Iterable[Exporter] | None) -> tuple[Exporter, ...]:
     """One Exporter, an iterable of them, or None, as a tuple (tf.estimator's rules).
 
     Raises:
@@ -84,15 +90,15 @@ class TrainSpec:
       ValueError: max_steps <= 0.
     """
 
-    _hook_type: type = SessionRunHook
-    _listener_type: type = CheckpointSaverListener
+    _hook_type: type[object] = SessionRunHook  # tf_bridge's TrainSpec: TF's classes
+    _listener_type: type[object] = CheckpointSaverListener
 
     def __init__(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         max_steps: int | None = None,
-        hooks: Any = None,
-        saving_listeners: Any = None,
+        hooks: Iterable[SessionRunHook] | None = None,
+        saving_listeners: Iterable[CheckpointSaverListener] | None = None,
     ) -> None:
         if not callable(input_fn):
             raise TypeError(f"TrainSpec: input_fn must be callable, got {input_fn!r}.")
@@ -124,15 +130,15 @@ class EvalSpec:
       ValueError: steps <= 0, a negative delay, an empty or repeated exporter name.
     """
 
-    _hook_type: type = SessionRunHook
+    _hook_type: type[object] = SessionRunHook
 
     def __init__(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         steps: int | None = 100,
         name: str | None = None,
-        hooks: Any = None,
-        exporters: Any = None,
+        hooks: Iterable[SessionRunHook] | None = None,
+        exporters: Exporter | Iterable[Exporter] | None = None,
         start_delay_secs: float = 120,
         throttle_secs: float = 600,
         every_n_steps: int | None = None,
@@ -143,8 +149,8 @@ class EvalSpec:
             raise ValueError(f"EvalSpec: steps must be > 0 or None, got {steps}.")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"EvalSpec: name must be a str, got {name!r}.")
-        hooks = _typed(hooks, self._hook_type, "EvalSpec", "hooks")
-        exporters = _exporters(exporters)
+        checked_hooks = _typed(hooks, self._hook_type, "EvalSpec", "hooks")
+        checked_exporters = _exporters(exporters)
         if start_delay_secs < 0:
             raise ValueError(f"EvalSpec: start_delay_secs must be >= 0, got {start_delay_secs}.")
         if throttle_secs < 0:
@@ -152,7 +158,7 @@ class EvalSpec:
         if every_n_steps is not None and every_n_steps <= 0:
             raise ValueError(f"EvalSpec: every_n_steps must be > 0, got {every_n_steps}.")
         self.input_fn, self.steps, self.name = input_fn, steps, name
-        self.hooks, self.exporters = hooks, exporters
+        self.hooks, self.exporters = checked_hooks, checked_exporters
         self.start_delay_secs, self.throttle_secs = start_delay_secs, throttle_secs
         self.every_n_steps = every_n_steps
 
@@ -175,7 +181,7 @@ class Family:
     train_spec_type: type
     eval_spec_type: type
     listener_base: type
-    latest_checkpoint: Callable[[Any], str | None]
+    latest_checkpoint: Callable[[Any], str | None]  # the family's Estimator
     latest_step: Callable[[Any], int]
     saves_at_creation: bool = False
 
@@ -188,14 +194,16 @@ class CheckpointEvaluator:
     ``eval_result`` / ``export_results`` are those of the last evaluation (None before).
     """
 
-    def __init__(self, estimator: Any, spec: EvalSpec, max_steps: int | None, family: Family) -> None:
+    def __init__(
+        self, estimator: ExportingEstimator, spec: EvalSpec, max_steps: int | None, family: Family
+    ) -> None:
         self.est, self.spec, self.max_steps, self.family = estimator, spec, max_steps, family
         self.eval_result: dict[str, Any] | None = None
-        self.export_results: list[Any] | None = None
+        self.export_results: list[bytes | None] | None = None
         self._previous_path: str | None = None
         self._last_notice = -math.inf  # when "nothing new" was last logged
 
-    def _notice(self, level: int, message: str, *args: Any) -> None:
+    def _notice(self, level: int, message: str, *args: object) -> None:
         """Log that there is nothing new to evaluate, at most once per 10 minutes (a
         separate evaluator looks every few seconds; tf.estimator's rate)."""
         now = time.monotonic()
@@ -254,7 +262,7 @@ class EvaluateOnSave:
     def begin(self) -> None:
         self._last_step, self._skip_next = None, self.evaluator.family.saves_at_creation
 
-    def after_save(self, session: Any, global_step_value: int) -> None:
+    def after_save(self, session: object, global_step_value: int) -> None:
         if self._skip_next:  # the save made when the session was created
             self._skip_next = False
             return
@@ -267,7 +275,7 @@ class EvaluateOnSave:
         else:
             _log.info("Checkpoint at step %d not evaluated: throttle_secs=%s.", global_step_value, throttle)
 
-    def end(self, session: Any, global_step_value: int) -> None:
+    def end(self, session: object, global_step_value: int) -> None:
         if global_step_value != self._last_step:
             self._evaluate(global_step_value)
 
@@ -276,13 +284,15 @@ class EvaluateOnSave:
         self.evaluator.evaluate_and_export()
 
 
-def listener_for(evaluator: CheckpointEvaluator) -> Any:
+def listener_for(evaluator: CheckpointEvaluator) -> EvaluateOnSave:
     """An EvaluateOnSave that is also an instance of the family's listener base."""
     cls = type("EvaluateOnSaveListener", (EvaluateOnSave, evaluator.family.listener_base), {})
     return cls(evaluator)
 
 
-def _checked_specs(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> list[Any]:
+def _checked_specs(
+    estimator: object, train_spec: object, eval_spec: EvalSpec | Sequence[EvalSpec], family: Family
+) -> list[EvalSpec]:
     """``eval_spec`` as a list, after tf.estimator's type checks.
 
     Raises:
@@ -298,15 +308,21 @@ def _checked_specs(estimator: Any, train_spec: Any, eval_spec: Any, family: Fami
         raise TypeError(
             f"train_and_evaluate: train_spec must be a TrainSpec, got {type(train_spec).__name__}."
         )
-    specs = list(eval_spec) if isinstance(eval_spec, (list, tuple)) else [eval_spec]
-    if not specs or not all(isinstance(s, family.eval_spec_type) for s in specs):
+    given = list(eval_spec) if isinstance(eval_spec, (list, tuple)) else [eval_spec]
+    if not given or not all(isinstance(s, family.eval_spec_type) for s in given):
         raise TypeError("train_and_evaluate: eval_spec must be an EvalSpec (or a list of them).")
+    specs = cast("list[EvalSpec]", given)  # the family's EvalSpecs
     if len({s.name for s in specs}) != len(specs):
         raise ValueError("train_and_evaluate: EvalSpecs need distinct names.")
     return specs
 
 
-def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, family: Family) -> Any:
+def run_train_and_evaluate(
+    estimator: ExportingEstimator,
+    train_spec: TrainSpec,
+    eval_spec: EvalSpec | Sequence[EvalSpec],
+    family: Family,
+) -> EvalOutcome | list[EvalOutcome]:
     """The shared driver (see ``train_and_evaluate``); returns what it documents.
 
     Raises:
@@ -332,16 +348,16 @@ def run_train_and_evaluate(estimator: Any, train_spec: Any, eval_spec: Any, fami
 
 
 def _train_in_chunks(
-    estimator: Any,
-    train_spec: Any,
+    estimator: ExportingEstimator,
+    train_spec: TrainSpec,
     evaluators: list[CheckpointEvaluator],
-    listeners: list[Any],
+    listeners: list[object],
     family: Family,
 ) -> None:
     """``every_n_steps`` (beyond TF): train to the next multiple of the smallest N,
     evaluate the specs whose multiple was crossed; at the end evaluate the last
     checkpoint for every spec that has not seen it."""
-    chunk = min(ev.spec.every_n_steps for ev in evaluators)
+    chunk = min(cast(int, ev.spec.every_n_steps) for ev in evaluators)  # each has one
     while True:
         start = family.latest_step(estimator)
         if train_spec.max_steps is not None and start >= train_spec.max_steps:
@@ -354,7 +370,8 @@ def _train_in_chunks(
         )
         reached = family.latest_step(estimator)
         for ev in evaluators:
-            if reached // ev.spec.every_n_steps > start // ev.spec.every_n_steps:
+            every = cast(int, ev.spec.every_n_steps)
+            if reached // every > start // every:
                 ev.evaluate_and_export()
         if reached < target:  # the input ended
             break
@@ -363,13 +380,13 @@ def _train_in_chunks(
 
 
 def evaluate_continuously(
-    estimator: Any,
-    train_spec: Any,
-    eval_spec: Any,
+    estimator: ExportingEstimator,
+    train_spec: TrainSpec,
+    eval_spec: EvalSpec,
     family: Family,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[dict[str, Any] | None, list[Any] | None]:
+) -> EvalOutcome:
     """What a separate evaluator task does in tf.estimator's distributed
     train_and_evaluate: wait ``start_delay_secs``, then evaluate (and export) the newest
     checkpoint whenever there is a new one, starting evaluations at least
@@ -395,7 +412,7 @@ def evaluate_continuously(
         if evaluator.reached_max_steps():
             _log.info(
                 "Evaluated global step %s >= max_steps %s: the evaluator ends.",
-                evaluator.eval_result["global_step"],
+                cast("dict[str, Any]", evaluator.eval_result)["global_step"],
                 train_spec.max_steps,
             )
             return evaluator.eval_result, evaluator.export_results
@@ -423,7 +440,7 @@ def check_cluster_task(task_type: str, task_id: int) -> None:
         )
 
 
-def _check_cluster_specs(specs: list[Any]) -> None:
+def _check_cluster_specs(specs: list[EvalSpec]) -> None:
     """Raises ValueError for several EvalSpecs or ``every_n_steps`` in a cluster (both
     need the local driver)."""
     if len(specs) != 1:
@@ -436,14 +453,14 @@ def _check_cluster_specs(specs: list[Any]) -> None:
 
 
 def run_cluster_task(
-    estimator: Any,
-    train_spec: Any,
-    eval_spec: Any,
+    estimator: ExportingEstimator,
+    train_spec: TrainSpec,
+    eval_spec: EvalSpec | Sequence[EvalSpec],
     task: tuple[str, int],
     family: Family,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> Any:
+) -> EvalOutcome | None:
     """This process's part of a TF_CONFIG cluster's train_and_evaluate (``task`` is
     ``(type, index)``), as tf.estimator's ``_TrainingExecutor``: ``chief`` and
     ``worker`` train and never evaluate (the TrainSpec's saving listeners on the chief
@@ -499,7 +516,9 @@ def _jaxspec_family() -> Family:
     )
 
 
-def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: Any) -> Any:
+def train_and_evaluate(
+    estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec | Sequence[EvalSpec]
+) -> EvalOutcome | list[EvalOutcome] | None:
     """Train, evaluating (and exporting) along the way, as ``tf.estimator.train_and_evaluate``.
 
     Locally (no TF_CONFIG, or a cluster given as ``RunConfig(cluster=...)``, where every

@@ -9,14 +9,21 @@ string tensor TF Serving expects.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
+from jax import Array
 
 from jaxspec._checks import is_array, is_floating, is_string_array, type_name
 
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
+
+
+# An export output's values: JAX arrays (traced while exporting) or numpy arrays, batch on
+# axis 0 (Python scalars are refused, as TF refuses non-tensors).
+Arrays: TypeAlias = Array | np.ndarray
 
 
 class ExportOutputVisitor(Protocol[_R_co]):
@@ -48,7 +55,7 @@ class ExportOutput:
     takes_examples: ClassVar[bool] = False
     float32_keys: ClassVar[tuple[str, ...]] = ()
 
-    def tensors(self) -> dict[str, Any]:
+    def tensors(self) -> dict[str, Arrays]:
         """The arrays this head outputs, by signature output key."""
         raise NotImplementedError
 
@@ -78,7 +85,7 @@ class ClassificationOutput(ExportOutput):
     takes_examples: ClassVar[bool] = True
     float32_keys: ClassVar[tuple[str, ...]] = ("scores",)
 
-    def __init__(self, scores: Any = None, classes: Any = None) -> None:
+    def __init__(self, scores: Arrays | None = None, classes: Arrays | Sequence[str] | None = None) -> None:
         if scores is None and classes is None:
             raise ValueError("ClassificationOutput: at least one of scores and classes is required.")
         if scores is not None and not (is_array(scores) and is_floating(scores)):
@@ -89,32 +96,32 @@ class ClassificationOutput(ExportOutput):
         if classes is not None:
             if is_string_array(classes):
                 classes = np.asarray(classes).astype(str)
-            elif not (is_array(classes) and np.issubdtype(np.dtype(classes.dtype), np.integer)):
+            elif not (is_array(classes) and np.issubdtype(np.dtype(cast(Arrays, classes).dtype), np.integer)):
                 raise ValueError(
                     "ClassificationOutput: classes must be a vocabulary of strings or an "
                     f"integer array of class ids, got {getattr(classes, 'dtype', type_name(classes))}."
                 )
         self._scores = scores
-        self._classes = classes
+        self._classes = cast("Arrays | None", classes)  # a vocabulary is a numpy array now
 
     @property
-    def scores(self) -> Any:
+    def scores(self) -> Arrays | None:
         """The float scores array, or None."""
         return self._scores
 
     @property
-    def classes(self) -> Any:
+    def classes(self) -> Arrays | None:
         """The string vocabulary (numpy), the integer class-id array, or None."""
         return self._classes
 
     @property
     def class_vocabulary(self) -> np.ndarray | None:
         """The static string vocabulary when classes were given as strings, else None."""
-        return self._classes if is_string_array(self._classes) else None
+        return cast(np.ndarray, self._classes) if is_string_array(self._classes) else None
 
-    def tensors(self) -> dict[str, Any]:
+    def tensors(self) -> dict[str, Arrays]:
         """``scores`` and integer ``classes`` (a string vocabulary is not an array)."""
-        out: dict[str, Any] = {}
+        out: dict[str, Arrays] = {}
         if self._scores is not None:
             out["scores"] = self._scores
         if self._classes is not None and self.class_vocabulary is None:
@@ -142,7 +149,7 @@ class RegressionOutput(ExportOutput):
     takes_examples: ClassVar[bool] = True
     float32_keys: ClassVar[tuple[str, ...]] = ("outputs",)
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Arrays) -> None:
         if not (is_array(value) and is_floating(value)):
             raise ValueError(
                 "RegressionOutput: value must be a float array, got "
@@ -151,11 +158,11 @@ class RegressionOutput(ExportOutput):
         self._value = value
 
     @property
-    def value(self) -> Any:
+    def value(self) -> Arrays:
         """The regression value array."""
         return self._value
 
-    def tensors(self) -> dict[str, Any]:
+    def tensors(self) -> dict[str, Arrays]:
         """``{'outputs': value}``."""
         return {"outputs": self._value}
 
@@ -182,11 +189,12 @@ class PredictOutput(ExportOutput):
     DEFAULT_KEY: ClassVar[str] = "output"
     SEPARATOR: ClassVar[str] = "/"
 
-    def __init__(self, outputs: Any) -> None:
-        if not isinstance(outputs, dict):
-            outputs = {self.DEFAULT_KEY: outputs}
-        checked: dict[str, Any] = {}
-        for key, value in outputs.items():
+    def __init__(self, outputs: Arrays | Mapping[str, Arrays] | Mapping[tuple[str, ...], Arrays]) -> None:
+        given: dict[Any, Any] = (
+            outputs if isinstance(outputs, dict) else {self.DEFAULT_KEY: outputs}
+        )  # unchecked
+        checked: dict[str, Arrays] = {}
+        for key, value in given.items():
             if isinstance(key, tuple) and all(isinstance(k, str) for k in key):
                 key = self.SEPARATOR.join(key)
             if not isinstance(key, str):
@@ -197,11 +205,11 @@ class PredictOutput(ExportOutput):
         self._outputs = checked
 
     @property
-    def outputs(self) -> dict[str, Any]:
+    def outputs(self) -> dict[str, Arrays]:
         """The dict of output arrays."""
         return self._outputs
 
-    def tensors(self) -> dict[str, Any]:
+    def tensors(self) -> dict[str, Arrays]:
         """The outputs dict."""
         return dict(self._outputs)
 

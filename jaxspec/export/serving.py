@@ -27,6 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from jaxspec.export.export_output import ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput
 from jaxspec.export.slim import ExportFn, keep_leaves, leaves_read
@@ -43,7 +44,7 @@ class _ArtifactRules:
     output is made from them (the rules ``tf_bridge.export.signatures`` applies in the
     graph)."""
 
-    def __init__(self, out: Mapping[str, Any]) -> None:
+    def __init__(self, out: Mapping[str, object]) -> None:
         self.out = out
 
     def regression(self, head: RegressionOutput) -> tuple[list[str], list[dict[str, Any]]]:
@@ -73,16 +74,16 @@ class _ArtifactRules:
 
 def _serve_fn(
     predict: ExportFn,
-    treedef: Any,
+    treedef: jax.tree_util.PyTreeDef,
     head_key: str,
     head: ExportOutput,
     computed: list[str],
     inputs: Mapping[str, int],
-    features_def: Any,
-) -> Callable[..., dict[str, Any]]:
+    features_def: jax.tree_util.PyTreeDef,
+) -> Callable[..., dict[str, jax.Array]]:
     by_index = {i: name for name, i in inputs.items()}
 
-    def serve(weights: list[Any], step: Any, named: dict[str, Any]) -> dict[str, Any]:
+    def serve(weights: list[jax.Array], step: ArrayLike, named: dict[str, jax.Array]) -> dict[str, jax.Array]:
         features = jax.tree_util.tree_unflatten(
             features_def, [named[by_index[i]] for i in range(len(by_index))]
         )
@@ -96,10 +97,10 @@ def _serve_fn(
     return serve
 
 
-def _canonical(value: Any) -> np.ndarray:
+def _canonical(value: ArrayLike) -> np.ndarray:
     """``value`` on the host with the dtype JAX gives it (as the SavedModel's variables)."""
-    value = np.asarray(value)
-    return value.astype(jax.dtypes.canonicalize_dtype(value.dtype), copy=False)
+    array = np.asarray(value)
+    return array.astype(jax.dtypes.canonicalize_dtype(array.dtype), copy=False)
 
 
 def serving_files(
@@ -169,7 +170,7 @@ def serving_files(
             "platforms": list(exported.platforms),
         }
     buffer = io.BytesIO()
-    np.savez(buffer, **dict(zip(kept, weights, strict=True)))
+    np.savez(buffer, **dict(zip(kept, weights, strict=True)))  # type: ignore[arg-type]  # numpy's stub: ** may be allow_pickle
     files[WEIGHTS] = buffer.getvalue()
     manifest = {
         "format": FORMAT,
@@ -197,7 +198,13 @@ class ServingFunction:
         (a parsing receiver's parsed features: see the module's docstring).
     """
 
-    def __init__(self, exported: Any, weights: list[Any], step: np.int32, described: Mapping[str, Any]):
+    def __init__(
+        self,
+        exported: jax.export.Exported,
+        weights: list[jax.Array],
+        step: np.int32,
+        described: Mapping[str, Any],
+    ):
         self._call = jax.jit(exported.call)
         self._weights = weights
         self._step = step
@@ -207,7 +214,7 @@ class ServingFunction:
         self.input_shapes: dict[str, Any] = dict(described["input_shapes"])
         self.inputs_are: str = described["inputs_are"]
 
-    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def __call__(self, inputs: Mapping[str, ArrayLike]) -> dict[str, np.ndarray]:
         """Run the signature on ``inputs`` (numpy or JAX arrays; cast to each input's dtype).
 
         Raises:

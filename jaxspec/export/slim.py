@@ -18,13 +18,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Jaxpr, Literal
+from jax.typing import ArrayLike
 
 _log = logging.getLogger("jaxspec")
 
+# ``fn(state, global_step, features, labels)``: an export function's outputs (pytrees of
+# arrays; the state, features and labels are pytrees too).
 ExportFn = Callable[[Any, Any, Any, Any], Any]
+# A state leaf as the export sees it: an array, or its shape and dtype only.
+Leaf = jax.Array | np.ndarray | jax.ShapeDtypeStruct
 
 
-def _dce_used_inputs(jaxpr: Any) -> list[bool] | None:
+def _dce_used_inputs(jaxpr: Jaxpr) -> list[bool] | None:
     """JAX's own dead-code elimination (sub-jaxprs of scan/cond/pjit included), or None
     where this JAX has none."""
     try:
@@ -35,18 +41,18 @@ def _dce_used_inputs(jaxpr: Any) -> list[bool] | None:
     return list(used)
 
 
-def walk_used_inputs(jaxpr: Any) -> list[bool]:
+def walk_used_inputs(jaxpr: Jaxpr) -> list[bool]:
     """Inputs the outputs depend on, walking the equations backwards: an equation with an
     output in use, or with effects (callbacks), uses all its inputs. Conservative: a
     sub-jaxpr (scan, cond, pjit) counts as one equation that reads all it is given."""
-    used = {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
+    used = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
     for eqn in reversed(jaxpr.eqns):
         if eqn.effects or any(v in used for v in eqn.outvars):
-            used.update(v for v in eqn.invars if not isinstance(v, jax.extend.core.Literal))
+            used.update(v for v in eqn.invars if not isinstance(v, Literal))
     return [v in used for v in jaxpr.invars]
 
 
-def leaves_read(fn: ExportFn, state: Any, global_step: Any, features: Any, labels: Any) -> list[bool]:
+def leaves_read(fn: ExportFn, state: Any, global_step: ArrayLike, features: Any, labels: Any) -> list[bool]:
     """Per leaf of ``state`` (``jax.tree_util.tree_leaves`` order): whether any output of
     ``fn(state, global_step, features, labels)`` depends on it.
 
@@ -61,7 +67,7 @@ def leaves_read(fn: ExportFn, state: Any, global_step: Any, features: Any, label
     """
     leaves, treedef = jax.tree_util.tree_flatten(state)
 
-    def flat(leaves: list[Any], step: Any, f: Any, lab: Any) -> Any:
+    def flat(leaves: list[Leaf], step: ArrayLike, f: Any, lab: Any) -> Any:
         return fn(jax.tree_util.tree_unflatten(treedef, leaves), step, f, lab)
 
     closed = jax.make_jaxpr(flat)(leaves, global_step, features, labels)
@@ -91,7 +97,7 @@ class SlimState:
     bytes_total: int
 
 
-def _filler(leaf: Any) -> Callable[[], Any]:
+def _filler(leaf: jax.Array | np.ndarray) -> Callable[[], jax.Array]:
     """Zeros shaped like ``leaf``, made inside the traced function (no constant)."""
     dtype = getattr(leaf, "dtype", None)
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
@@ -101,7 +107,7 @@ def _filler(leaf: Any) -> Callable[[], Any]:
     return lambda: jnp.zeros(shape, dtype)
 
 
-def _nbytes(leaf: Any) -> int:
+def _nbytes(leaf: jax.Array | np.ndarray) -> int:
     dtype = getattr(leaf, "dtype", None)
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return int(jax.random.key_data(leaf).nbytes)

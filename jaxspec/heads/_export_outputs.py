@@ -15,13 +15,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from jaxspec.export import ClassificationOutput, ExportOutput, PredictOutput
+from jaxspec.export.export_output import Arrays
 from jaxspec.rules.head_keys import (
     CLASSIFY_SERVING_KEY,
     DEFAULT_SERVING_KEY,
     PREDICT_SERVING_KEY,
     PredictionKeys,
 )
-from jaxspec.spec.fn_types import Array, ArrayLike
+from jaxspec.spec.fn_types import Array
 
 
 class ClassNamesPredictOutput(PredictOutput):
@@ -39,7 +40,7 @@ class ClassNamesPredictOutput(PredictOutput):
     """
 
     def __init__(
-        self, outputs: Mapping[str, ArrayLike], class_names: Mapping[str, Sequence[str] | np.ndarray]
+        self, outputs: Mapping[str, Arrays], class_names: Mapping[str, Sequence[str] | np.ndarray]
     ) -> None:
         super().__init__(outputs)
         names: dict[str, np.ndarray] = {}

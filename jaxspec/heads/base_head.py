@@ -46,7 +46,7 @@ def _is_leaf_array(x: object) -> bool:
     return isinstance(x, jax.Array) or (isinstance(x, np.ndarray) and x.dtype.kind in "biuf")
 
 
-class Head(HeadInterface):
+class Head(HeadInterface[PyTree, Array, Metric]):
     """The interface of a head (``tf.estimator.Head``); subclass it for your own head.
 
     A subclass defines ``name``, ``logits_dimension``, ``loss_reduction``, ``loss``,

@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 from jaxspec.export import ExportOutput, PredictOutput
+from jaxspec.export.export_output import Arrays
 from jaxspec.heads import _checks, _metrics
 from jaxspec.heads._export_outputs import ClassNamesPredictOutput, prefixed_class_names
 from jaxspec.heads.base_head import Head, Logits, Regularizer, array_logits
@@ -144,7 +145,7 @@ class MultiHead(MultiHeadArgs, Head):
         logits = array_logits(logits, mode)
         logits_dict = self._logits_dict(logits)
         export_outputs: dict[str, ExportOutput] = {}
-        merged: dict[str, Array] = {}
+        merged: dict[str, Arrays] = {}
         names: dict[str, np.ndarray] = {}
         for i, head in enumerate(self._heads):
             head_outputs = head._export_outputs(head.predictions(logits_dict[head.name]))

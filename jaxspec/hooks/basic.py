@@ -15,13 +15,14 @@ or saves, and at which step, is the same as with one step per run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.timer import SecondOrStepTimer
+from jaxspec.spec.fn_types import ArrayLike
 from jaxspec.spec.hooks import (
     NEVER,
     Session,
@@ -31,6 +32,10 @@ from jaxspec.spec.hooks import (
     SessionRunValues,
 )
 from jaxspec.store.summaries import write_scalars
+
+# A hook's ``tensors``: a list of fetch names (``'loss'``, ``'global_step'``), or a dict of
+# tag to a fetch name or an array computed in model_fn.
+Tensors: TypeAlias = Sequence[str] | Mapping[str, str | ArrayLike]
 
 _log = logging.getLogger("jaxspec")
 
@@ -42,14 +47,13 @@ def timer_step(timer: SecondOrStepTimer | None, global_step: int) -> int:
     return NEVER if step is None else step
 
 
-def _split_tensors(tensors: Any) -> tuple[dict[str, str], dict[str, Any]]:
+def _split_tensors(tensors: Tensors) -> tuple[dict[str, str], dict[str, ArrayLike]]:
     """``{tag: name}`` to fetch, and ``{tag: array}`` to return from the step."""
-    if isinstance(tensors, (list, tuple)):
-        tensors = {t: t for t in tensors}
-    if not isinstance(tensors, dict):
-        raise TypeError(f"tensors must be a dict, list or tuple, got {type(tensors).__name__}.")
-    names = {tag: (v if isinstance(v, str) else tag) for tag, v in tensors.items()}
-    arrays = {tag: v for tag, v in tensors.items() if not isinstance(v, str)}
+    given = {t: t for t in tensors} if isinstance(tensors, (list, tuple)) else tensors
+    if not isinstance(given, dict):
+        raise TypeError(f"tensors must be a dict, list or tuple, got {type(given).__name__}.")
+    names = {tag: (v if isinstance(v, str) else tag) for tag, v in given.items()}
+    arrays = {tag: v for tag, v in given.items() if not isinstance(v, str)}
     return names, arrays
 
 
@@ -71,11 +75,11 @@ class LoggingTensorHook(SessionRunHook):
 
     def __init__(
         self,
-        tensors: Any,
+        tensors: Tensors,
         every_n_iter: int | None = None,
         every_n_secs: float | None = None,
         at_end: bool = False,
-        formatter: Callable[[dict[str, Any]], str] | None = None,
+        formatter: Callable[[dict[str, np.ndarray]], str] | None = None,
     ) -> None:
         only_end = at_end and every_n_iter is None and every_n_secs is None
         if not only_end and (every_n_iter is None) == (every_n_secs is None):
@@ -93,7 +97,7 @@ class LoggingTensorHook(SessionRunHook):
         self._start = 0  # the global step at session creation
         self._trigger = False
 
-    def step_tensors(self) -> dict[str, Any]:
+    def step_tensors(self) -> dict[str, ArrayLike]:
         """The arrays among ``tensors`` (when built in model_fn)."""
         return dict(self._arrays)
 
@@ -103,7 +107,7 @@ class LoggingTensorHook(SessionRunHook):
         if self._timer is not None:
             self._timer.reset()
 
-    def after_create_session(self, session: Session, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: object) -> None:
         """Note the global step iterations count from."""
         self._start = int(getattr(session, "global_step", 0) or 0)
 
@@ -127,7 +131,7 @@ class LoggingTensorHook(SessionRunHook):
         self._trigger = self._timer is not None and self._timer.should_trigger_for_step(last)
         return SessionRunArgs(self._names) if self._trigger else None
 
-    def _log_values(self, values: dict[str, Any], elapsed: float | None = None) -> None:
+    def _log_values(self, values: dict[str, np.ndarray], elapsed: float | None = None) -> None:
         if self._formatter is not None:
             _log.info(self._formatter(values))
             return
@@ -179,7 +183,7 @@ class StopAtStepHook(SessionRunHook):
         exists: True)."""
         return self._last_step is None or step >= self._last_step
 
-    def after_create_session(self, session: Session, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: object) -> None:
         """Fix ``last_step`` from the current global step when num_steps was given."""
         if self._num_steps is not None:
             self._last_step = int(session.global_step) + self._num_steps
@@ -211,7 +215,7 @@ class NanTensorHook(SessionRunHook):
       NanLossDuringTrainingError: from after_run, on NaN with fail_on_nan_loss.
     """
 
-    def __init__(self, loss_tensor: Any = "loss", fail_on_nan_loss: bool = True) -> None:
+    def __init__(self, loss_tensor: str | ArrayLike = "loss", fail_on_nan_loss: bool = True) -> None:
         self._name = loss_tensor if isinstance(loss_tensor, str) else "nan_tensor_hook/loss"
         self._array = None if isinstance(loss_tensor, str) else loss_tensor
         self._fail = fail_on_nan_loss
@@ -221,7 +225,7 @@ class NanTensorHook(SessionRunHook):
         """Whether a NaN raises (``fail_on_nan_loss``) rather than requesting a stop."""
         return self._fail
 
-    def step_tensors(self) -> dict[str, Any]:
+    def step_tensors(self) -> dict[str, ArrayLike]:
         """The loss array when built in model_fn."""
         return {} if self._array is None else {self._name: self._array}
 
@@ -276,7 +280,7 @@ class StepCounterHook(SessionRunHook):
         every_n_steps: int | None = 100,
         every_n_secs: float | None = None,
         output_dir: str | None = None,
-        summary_writer: Any = None,
+        summary_writer: object = None,
     ) -> None:
         if (every_n_steps is None) == (every_n_secs is None):
             raise ValueError("StepCounterHook: give exactly one of every_n_steps and every_n_secs.")
@@ -335,9 +339,9 @@ class SummarySaverHook(SessionRunHook):
         save_steps: int | None = None,
         save_secs: float | None = None,
         output_dir: str | None = None,
-        summary_writer: Any = None,
-        scaffold: Any = None,
-        summary_op: Any = None,
+        summary_writer: object = None,
+        scaffold: object = None,
+        summary_op: Tensors | None = None,
     ) -> None:
         if summary_op is None:
             raise ValueError("SummarySaverHook: summary_op (a dict of tag to value) is required.")
@@ -346,7 +350,7 @@ class SummarySaverHook(SessionRunHook):
         self._output_dir = output_dir
         self._trigger = False
 
-    def step_tensors(self) -> dict[str, Any]:
+    def step_tensors(self) -> dict[str, ArrayLike]:
         """The arrays among ``summary_op`` (when built in model_fn)."""
         return dict(self._arrays)
 
@@ -387,14 +391,14 @@ class FinalOpsHook(SessionRunHook):
       ValueError: a feed dict is given.
     """
 
-    def __init__(self, final_ops: Any, final_ops_feed_dict: Any = None) -> None:
+    def __init__(self, final_ops: str | Tensors, final_ops_feed_dict: object = None) -> None:
         if final_ops_feed_dict:
             raise ValueError("FinalOpsHook: final_ops_feed_dict is not supported (nothing to feed).")
         self._single = isinstance(final_ops, str)
-        self._names, self._arrays = _split_tensors([final_ops] if self._single else final_ops)
+        self._names, self._arrays = _split_tensors([final_ops] if isinstance(final_ops, str) else final_ops)
         self._values: Any = None
 
-    def step_tensors(self) -> dict[str, Any]:
+    def step_tensors(self) -> dict[str, ArrayLike]:
         """The arrays among ``final_ops`` (when built in model_fn)."""
         return dict(self._arrays)
 
@@ -429,7 +433,7 @@ class FeedFnHook(SessionRunHook):
       feed_fn: the function TF would call for a feed dict.
     """
 
-    def __init__(self, feed_fn: Callable[[], Any]) -> None:
+    def __init__(self, feed_fn: Callable[[], object]) -> None:
         self.feed_fn = feed_fn
 
     def next_required_step(self, global_step: int) -> int:

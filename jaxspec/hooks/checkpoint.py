@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
+from jaxspec.config.run_config import RunConfig
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.spec.hooks import (
     NEVER,
@@ -17,6 +17,7 @@ from jaxspec.spec.hooks import (
 )
 from jaxspec.store import summaries
 from jaxspec.store.checkpoints import CheckpointStore, SavedCheckpoint
+from jaxspec.store.local_tier import LocalTier
 
 _log = logging.getLogger("jaxspec")
 
@@ -69,10 +70,10 @@ class CheckpointSaverHook(SessionRunHook):
         checkpoint_dir: str,
         save_secs: float | None = None,
         save_steps: int | None = None,
-        saver: Any = None,
+        saver: object = None,
         checkpoint_basename: str = "model.ckpt",
-        scaffold: Any = None,
-        listeners: Any = None,
+        scaffold: object = None,
+        listeners: Iterable[CheckpointSaverListener] | None = None,
         save_graph_def: bool = True,
         store: CheckpointStore | None = None,
         extras: Callable[[int], Mapping[str, bytes]] | None = None,
@@ -88,7 +89,7 @@ class CheckpointSaverHook(SessionRunHook):
         for listener in self._listeners:
             listener.begin()
 
-    def after_create_session(self, session: Session, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: object) -> None:
         """Save the state training starts from, as TF does ("Saving checkpoints for 0
         into ..." on a fresh start), so an early failure leaves a checkpoint; a resumed
         step is on disk already and not written again. Listeners are called either way,
@@ -179,7 +180,7 @@ class LocalCheckpointHook(SessionRunHook):
         input position), or None.
     """
 
-    def __init__(self, tier: Any, extras: Callable[[int], Mapping[str, bytes]] | None = None) -> None:
+    def __init__(self, tier: LocalTier, extras: Callable[[int], Mapping[str, bytes]] | None = None) -> None:
         self._tier = tier
         self._extras = extras
 
@@ -212,7 +213,9 @@ class LocalCheckpointHook(SessionRunHook):
             _log.debug("Saving a local checkpoint for %d into %s.", step, self._tier.directory)
 
 
-def check_saving_listeners(saving_listeners: Any, config: Any) -> list[CheckpointSaverListener]:
+def check_saving_listeners(
+    saving_listeners: Iterable[CheckpointSaverListener] | None, config: RunConfig
+) -> list[CheckpointSaverListener]:
     """tf.estimator's rules for ``train(saving_listeners=)``: the listeners as a list.
 
     Raises:
@@ -232,9 +235,9 @@ def check_saving_listeners(saving_listeners: Any, config: Any) -> list[Checkpoin
 
 
 def estimator_saver(
-    hooks: list[Any],
+    hooks: list[SessionRunHook],
     model_dir: str,
-    config: Any,
+    config: RunConfig,
     listeners: list[CheckpointSaverListener],
     store: CheckpointStore,
     extras: Callable[[int], Mapping[str, bytes]] | None,

@@ -15,14 +15,13 @@ import collections
 import logging
 import struct
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import jax
 import numpy as np
 
 from jaxspec.hooks.timer import SecondOrStepTimer
-from jaxspec.rules.early_stopping import EarlyStoppingFactories
+from jaxspec.rules.early_stopping import EarlyStoppingFactories, EvalDirOwner
 from jaxspec.spec.hooks import NEVER, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from jaxspec.store import paths
 
@@ -38,7 +37,7 @@ __all__ = [
 ]
 
 
-def _records(path: str) -> Any:
+def _records(path: str) -> Iterator[bytes]:
     """The records of one TFRecord file; a truncated or corrupt tail ends the file."""
     from tensorboardX.record_writer import masked_crc32c
 
@@ -80,7 +79,9 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
 class _StopOnPredicateHook(SessionRunHook):
     """Calls ``should_stop_fn`` on process 0 when the timer says so; stops every process."""
 
-    def __init__(self, should_stop_fn: Callable[[], bool], every_secs: Any, every_steps: Any) -> None:
+    def __init__(
+        self, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
+    ) -> None:
         self._should_stop_fn = should_stop_fn
         self._timer = SecondOrStepTimer(every_secs, every_steps)
 
@@ -122,7 +123,7 @@ class _StopOnPredicateHook(SessionRunHook):
             run_context.request_stop()
 
 
-def _check_estimator(estimator: Any) -> None:
+def _check_estimator(estimator: object) -> None:
     # The hooks layer sits below the facades and does not import them: an Estimator
     # exists only once its module is loaded, so the class is looked up there.
     facade = sys.modules.get("jaxspec.estimators.estimator")
@@ -131,7 +132,10 @@ def _check_estimator(estimator: Any) -> None:
 
 
 def _build(
-    estimator: Any, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
+    estimator: EvalDirOwner,
+    should_stop_fn: Callable[[], bool],
+    every_secs: float | None,
+    every_steps: int | None,
 ) -> SessionRunHook:
     return _StopOnPredicateHook(should_stop_fn, every_secs, every_steps)
 

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxspec.config.run_config import RunConfig
 from jaxspec.hooks.checkpoint import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -16,7 +17,7 @@ from jaxspec.hooks.checkpoint import (
 )
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.loop_cost import LoopCost, table_peak_flops
-from jaxspec.spec.hooks import NEVER, SessionRunHook
+from jaxspec.spec.hooks import NEVER, Session, SessionRunHook
 from jaxspec.store.checkpoints import CheckpointStore
 from jaxspec.store.summaries import write_scalars
 
@@ -99,7 +100,7 @@ class ProgressHook(SessionRunHook):
         self._pending: list[tuple[int, dict[str, float]]] = []  # (step, compile summaries)
         self._compiling = 0.0  # seconds compiled since the previous measured step (or the start)
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: object) -> None:
         """Start counting at the current global step; open the event file now, so that
         opening it (a one-off of a fraction of a second) is timed in no rate."""
         self._start = int(session.global_step)
@@ -257,8 +258,8 @@ class EstimatorHooks(NamedTuple):
 
 
 def estimator_hooks(
-    hooks: list[Any],
-    config: Any,
+    hooks: list[SessionRunHook],
+    config: RunConfig,
     model_dir: str,
     listeners: list[CheckpointSaverListener],
     store: CheckpointStore,

@@ -4,7 +4,6 @@ profile plugin (``tensorboard-plugin-profile``)."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.spec.hooks import (
@@ -89,7 +88,7 @@ class ProfilerHook(SessionRunHook):
         self._runs_before: set[str] = set()  # the profile plugin's runs when it started
         self._first_run = True
 
-    def after_create_session(self, session: Session, coord: Any) -> None:
+    def after_create_session(self, session: Session, coord: object) -> None:
         """Start counting from the global step at session creation (tf.estimator's)."""
         if self._timer is not None:
             self._timer.update_last_triggered_step(int(session.global_step))

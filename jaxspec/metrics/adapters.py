@@ -29,16 +29,20 @@ would be merged wrongly: do not use one.
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxspec.metrics.base import Metric, active_padding_mask, is_concrete, is_metric_state
-from jaxspec.spec.fn_types import ArrayLike
+from jaxspec.metrics.base import Metric, MetricState, active_padding_mask, is_concrete, is_metric_state
+from jaxspec.spec.fn_types import ArrayLike, PyTree
+
+if TYPE_CHECKING:
+    import keras
 
 
 # -- (value, update) pairs ---------------------------------------------------------------------
@@ -50,20 +54,21 @@ class PairMetric(Metric):
     left-hand side), so a function re-created on each trace does not break merging.
     """
 
-    state: Any
-    value_fn: Callable[[Any], Any] = struct.field(pytree_node=False)
+    state: MetricState
+    value_fn: Callable[[MetricState], PyTree] = struct.field(pytree_node=False)
 
     def merge(self, other: PairMetric) -> PairMetric:
         return self.replace(state=self.state.merge(other.state))
 
     def empty(self) -> PairMetric:
-        return self.replace(state=self.state.empty())
+        # A duck state (merge/compute only) has no empty(): the gap is_metric_state leaves.
+        return self.replace(state=self.state.empty())  # type: ignore[attr-defined]
 
-    def compute(self) -> Any:
+    def compute(self) -> PyTree:
         return self.value_fn(self.state)
 
 
-def from_pair(pair: tuple[Any, Any], name: str) -> Any:
+def from_pair(pair: tuple[object, object], name: str) -> MetricState:
     """Read a ``(value, update)`` pair as a state; see ``as_metric_state``.
 
     Raises:
@@ -101,7 +106,7 @@ class _KerasRef:
 
     __slots__ = ("key", "metric")
 
-    def __init__(self, metric: Any) -> None:
+    def __init__(self, metric: keras.metrics.Metric) -> None:
         self.metric = metric
         try:
             fields = {k: v for k, v in metric.get_config().items() if k != "name"}  # Keras numbers names
@@ -146,7 +151,7 @@ class KerasMetric(Metric):
                 "jaxspec.metrics.keras_metric(metric, labels, predictions), which leaves padding out."
             )
 
-    def compute(self) -> Any:
+    def compute(self) -> PyTree:
         """The Keras metric's ``result`` from the merged variables.
 
         Raises:
@@ -161,7 +166,7 @@ class KerasMetric(Metric):
         return jax.tree.map(lambda r: jnp.where(self.padded > 0, jnp.nan, r), result)
 
 
-def _require_jax_keras(metric: Any, name: str) -> Any:
+def _require_jax_keras(metric: keras.metrics.Metric, name: str) -> types.ModuleType:
     """Import keras and check that ``metric`` can be streamed as JAX arrays.
 
     Raises:
@@ -191,7 +196,7 @@ def _require_jax_keras(metric: Any, name: str) -> Any:
     return keras
 
 
-def _check_additive(metric: Any, name: str) -> None:
+def _check_additive(metric: keras.metrics.Metric, name: str) -> None:
     """Reject a metric whose fresh variables are not all zero (their sum is meaningless).
 
     Raises:
@@ -219,7 +224,7 @@ def _padding_rows() -> jax.Array:
     return jnp.sum(1.0 - jnp.asarray(mask, jnp.float32))
 
 
-def from_keras_object(metric: Any, name: str) -> KerasMetric:
+def from_keras_object(metric: keras.metrics.Metric, name: str) -> KerasMetric:
     """A Keras metric updated inside this trace, as a state (see the module docstring).
 
     Raises:
@@ -240,7 +245,7 @@ def from_keras_object(metric: Any, name: str) -> KerasMetric:
 
 
 def keras_metric(
-    metric: Any, *args: Any, sample_weight: ArrayLike | None = None, **kwargs: Any
+    metric: keras.metrics.Metric, *args: Any, sample_weight: ArrayLike | None = None, **kwargs: Any
 ) -> KerasMetric:
     """The state of one batch of a Keras 3 metric (JAX backend), padding excluded.
 
@@ -279,7 +284,7 @@ def keras_metric(
     return KerasMetric(variables=list(values), padded=jnp.zeros((), jnp.float32), ref=_KerasRef(metric))
 
 
-def as_metric_state(value: Any, name: str = "") -> Any:
+def as_metric_state(value: object, name: str = "") -> MetricState:
     """Normalise an ``eval_metric_ops`` (or metric_fn) value into a mergeable state.
 
     Accepted forms:

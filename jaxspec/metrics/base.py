@@ -26,7 +26,7 @@ import contextvars
 import dataclasses
 import sys
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeGuard, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -229,7 +229,16 @@ def batch_constructor(function_name: str) -> classmethod:
     return classmethod(from_batch)
 
 
-def is_metric_state(x: Any) -> bool:
+class MetricState(Protocol):
+    """What evaluation needs of a metric state (``Metric`` and any other object with
+    these two methods): ``merge`` two states, ``compute`` the value."""
+
+    def merge(self, other: Self, /) -> Self: ...
+
+    def compute(self) -> PyTree: ...
+
+
+def is_metric_state(x: object) -> TypeGuard[MetricState]:
     """True for a jaxspec metric state or any object with ``merge`` and ``compute``."""
     return isinstance(x, Metric) or (
         callable(getattr(x, "merge", None)) and callable(getattr(x, "compute", None))

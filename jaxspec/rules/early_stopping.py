@@ -9,17 +9,28 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 _log = logging.getLogger("jaxspec")
 
-BuildHook = Callable[[Any, Callable[[], bool], "float | None", "int | None"], Any]
-ReadMetrics = Callable[[str], Any]
+
+class EvalDirOwner(Protocol):
+    """What the factories read of an Estimator (either side's): its evaluation directory."""
+
+    def eval_dir(self, name: str | None = None) -> str: ...
+
+
+# The side's hook class, which its ``build`` returns.
+Hook = TypeVar("Hook")
+# ``build(estimator, should_stop_fn, run_every_secs, run_every_steps)``: the side's hook.
+BuildHook = Callable[[EvalDirOwner, Callable[[], bool], "float | None", "int | None"], Hook]
+# ``read_eval_metrics(eval_dir)``: ``{global_step: {tag: value}}``.
+ReadMetrics = Callable[[str], Mapping[int, dict[str, float]]]
 
 
 def check_early_stopping_args(
-    should_stop_fn: Any, run_every_secs: float | None, run_every_steps: int | None
+    should_stop_fn: object, run_every_secs: float | None, run_every_steps: int | None
 ) -> None:
     """``make_early_stopping_hook``'s argument rules.
 
@@ -42,7 +53,7 @@ def _metric(metrics: dict[str, float], name: str, eval_dir: str) -> float:
 
 
 def threshold_crossed(
-    read: Callable[[str], Any],
+    read: ReadMetrics,
     directory: str,
     metric_name: str,
     threshold: float,
@@ -77,7 +88,7 @@ def threshold_crossed(
 
 
 def no_improvement(
-    read: Callable[[str], Any],
+    read: ReadMetrics,
     directory: str,
     metric_name: str,
     max_steps_without_improvement: int,
@@ -94,7 +105,8 @@ def no_improvement(
     better = operator.gt if higher else operator.lt
 
     def stalled() -> bool:
-        best, best_step = None, None
+        best: float | None = None
+        best_step = 0  # set with best, at the first evaluation counted
         for step, metrics in read(directory).items():
             if step < min_steps:
                 continue
@@ -117,25 +129,27 @@ def no_improvement(
     return stalled
 
 
-class EarlyStoppingFactories:
+class EarlyStoppingFactories(Generic[Hook]):
     """tf.estimator.experimental's ``make_early_stopping_hook`` and its four ``stop_if_*``
     factories, over one side's parts: ``check_estimator(estimator)`` (TypeError for an
     Estimator of the other side), ``build(estimator, should_stop_fn, run_every_secs,
     run_every_steps)`` (the side's hook) and ``read(eval_dir) -> {global_step: {tag:
     value}}``. Each side binds its own instance's methods to its public names."""
 
-    def __init__(self, check_estimator: Callable[[Any], None], build: BuildHook, read: ReadMetrics) -> None:
+    def __init__(
+        self, check_estimator: Callable[[object], None], build: BuildHook[Hook], read: ReadMetrics
+    ) -> None:
         self._check_estimator = check_estimator
         self._build = build
         self._read = read
 
     def make_early_stopping_hook(
         self,
-        estimator: Any,
+        estimator: EvalDirOwner,
         should_stop_fn: Callable[[], bool],
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
-    ) -> Any:
+    ) -> Hook:
         """A hook that stops training once ``should_stop_fn()`` returns True
         (``tf.estimator.experimental.make_early_stopping_hook``).
 
@@ -154,28 +168,30 @@ class EarlyStoppingFactories:
         check_early_stopping_args(should_stop_fn, run_every_secs, run_every_steps)
         return self._build(estimator, should_stop_fn, run_every_secs, run_every_steps)
 
-    def _threshold(self, estimator: Any, metric_name: str, threshold: float, higher: bool, **kw: Any) -> Any:
+    def _threshold(
+        self, estimator: EvalDirOwner, metric_name: str, threshold: float, higher: bool, **kw: Any
+    ) -> Hook:
         directory = kw["eval_dir"] or estimator.eval_dir()
         crossed = threshold_crossed(self._read, directory, metric_name, threshold, higher, kw["min_steps"])
         return self.make_early_stopping_hook(estimator, crossed, kw["run_every_secs"], kw["run_every_steps"])
 
     def _no_improvement(
-        self, estimator: Any, metric_name: str, max_steps: int, higher: bool, **kw: Any
-    ) -> Any:
+        self, estimator: EvalDirOwner, metric_name: str, max_steps: int, higher: bool, **kw: Any
+    ) -> Hook:
         directory = kw["eval_dir"] or estimator.eval_dir()
         stalled = no_improvement(self._read, directory, metric_name, max_steps, higher, kw["min_steps"])
         return self.make_early_stopping_hook(estimator, stalled, kw["run_every_secs"], kw["run_every_steps"])
 
     def stop_if_higher_hook(
         self,
-        estimator: Any,
+        estimator: EvalDirOwner,
         metric_name: str,
         threshold: float,
         eval_dir: str | None = None,
         min_steps: int = 0,
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
-    ) -> Any:
+    ) -> Hook:
         """Stop once an evaluation at global step >= ``min_steps`` has ``metric_name`` >
         ``threshold`` (``tf.estimator.experimental.stop_if_higher_hook``).
 
@@ -199,14 +215,14 @@ class EarlyStoppingFactories:
 
     def stop_if_lower_hook(
         self,
-        estimator: Any,
+        estimator: EvalDirOwner,
         metric_name: str,
         threshold: float,
         eval_dir: str | None = None,
         min_steps: int = 0,
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
-    ) -> Any:
+    ) -> Hook:
         """Stop once an evaluation at global step >= ``min_steps`` has ``metric_name`` <
         ``threshold`` (``tf.estimator.experimental.stop_if_lower_hook``); arguments and
         errors as ``stop_if_higher_hook``."""
@@ -217,14 +233,14 @@ class EarlyStoppingFactories:
 
     def stop_if_no_increase_hook(
         self,
-        estimator: Any,
+        estimator: EvalDirOwner,
         metric_name: str,
         max_steps_without_increase: int,
         eval_dir: str | None = None,
         min_steps: int = 0,
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
-    ) -> Any:
+    ) -> Hook:
         """Stop once ``metric_name`` has not increased for ``max_steps_without_increase``
         global steps: an evaluation that many steps after the best one (evaluations before
         ``min_steps`` ignored), as ``tf.estimator.experimental.stop_if_no_increase_hook``;
@@ -236,14 +252,14 @@ class EarlyStoppingFactories:
 
     def stop_if_no_decrease_hook(
         self,
-        estimator: Any,
+        estimator: EvalDirOwner,
         metric_name: str,
         max_steps_without_decrease: int,
         eval_dir: str | None = None,
         min_steps: int = 0,
         run_every_secs: float | None = 60,
         run_every_steps: int | None = None,
-    ) -> Any:
+    ) -> Hook:
         """Stop once ``metric_name`` has not decreased for ``max_steps_without_decrease``
         global steps (``tf.estimator.experimental.stop_if_no_decrease_hook``); see
         ``stop_if_no_increase_hook``."""

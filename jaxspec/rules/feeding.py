@@ -16,10 +16,18 @@ numpy only; no jax and no TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import pandas
+
+# One column's value in a batch: a numpy array, or the side's (a JAX array, a tf.Tensor).
+V = TypeVar("V")
 
 #: The single feature's key when ``x`` is an array (it is returned as an array again).
 ARRAY_KEY = "__direct_np_input__"
@@ -27,7 +35,7 @@ ARRAY_KEY = "__direct_np_input__"
 TARGET_KEY = "__target_key__"
 
 
-def check_shuffle(shuffle: Any) -> bool:
+def check_shuffle(shuffle: object) -> bool:
     """``shuffle`` must be given as a bool (TF 2.15's default None is refused).
 
     Raises:
@@ -41,7 +49,9 @@ def check_shuffle(shuffle: Any) -> bool:
     return shuffle
 
 
-def check_reader_args(batch_size: Any, num_epochs: Any, queue_capacity: Any, num_threads: Any) -> None:
+def check_reader_args(
+    batch_size: object, num_epochs: object, queue_capacity: object, num_threads: object
+) -> None:
     """Integers where TF expects them. TF 2.15 checks none of these and fails later (in a
     queue runner thread, or by hanging); jaxspec and tf_bridge refuse them at once.
 
@@ -58,7 +68,7 @@ def check_reader_args(batch_size: Any, num_epochs: Any, queue_capacity: Any, num
         raise ValueError(f"num_epochs must be None (repeat forever) or an integer, got {num_epochs!r}.")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int | np.integer]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
@@ -135,9 +145,10 @@ class Table:
         """Rows in the table."""
         return len(next(iter(self.columns.values())))
 
-    def split(self, batch: Mapping[str, Any]) -> Any:
+    def split(self, batch: Mapping[str, V]) -> V | dict[str, V] | tuple[V | dict[str, V], V | dict[str, V]]:
         """A batch of columns (same keys, arrays or tensors) as features, or as
         ``(features, labels)`` when there is a ``y``."""
+        features: V | dict[str, V]
         if self.array_features:
             features = batch[self.feature_keys[0]]
         else:
@@ -149,11 +160,13 @@ class Table:
         return features, {key: batch[column] for column, key in self.target.items()}
 
 
-def _sorted_columns(data: Mapping[Any, Any]) -> dict[Any, np.ndarray]:
+def _sorted_columns(data: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
     return {key: np.asarray(data[key]) for key in sorted(data)}
 
 
-def numpy_table(x: Any, y: Any) -> Table:
+def numpy_table(
+    x: Mapping[str, npt.ArrayLike] | np.ndarray, y: Mapping[str, npt.ArrayLike] | npt.ArrayLike | None
+) -> Table:
     """``numpy_input_fn``'s table: ``x`` a dict of arrays (keys sorted) or one array,
     ``y`` None, an array, or a dict of arrays (keys sorted).
 
@@ -194,12 +207,14 @@ def numpy_table(x: Any, y: Any) -> Table:
     return Table(columns, feature_keys, target, isinstance(x, np.ndarray))
 
 
-def _check_lengths(columns: Mapping[str, np.ndarray], feature_keys: tuple[str, ...], target: Any) -> None:
+def _check_lengths(
+    columns: Mapping[str, np.ndarray], feature_keys: tuple[str, ...], target: str | Mapping[str, str] | None
+) -> None:
     if len({np.shape(v)[0] if np.ndim(v) else None for v in columns.values()}) == 1:
         return
     x_shapes = {key: np.shape(columns[key]) for key in feature_keys}
     if target is None:
-        y_shapes: Any = None
+        y_shapes: object = None
     elif isinstance(target, str):
         y_shapes = np.shape(columns[target])
     else:
@@ -210,7 +225,12 @@ def _check_lengths(columns: Mapping[str, np.ndarray], feature_keys: tuple[str, .
     )
 
 
-def pandas_table(pd: Any, x: Any, y: Any, target_column: Any) -> Table:
+def pandas_table(
+    pd: types.ModuleType,
+    x: pandas.DataFrame,
+    y: pandas.Series | pandas.DataFrame | None,
+    target_column: object,
+) -> Table:
     """``pandas_input_fn``'s table: x's columns (in their order), then y (a Series as
     ``target_column``; a DataFrame's columns under names that avoid x's).
 

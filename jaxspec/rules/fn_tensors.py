@@ -4,14 +4,19 @@ jaxspec's specs and tf_bridge's (pure Python)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeAlias, TypeVar
 
 from jaxspec._fn_args import fn_arg_names, takes_varargs
 from jaxspec.rules.spec_fields import type_name
 
+R = TypeVar("R")
+# A checked pair: ``fn`` and its tensors, a list/tuple (``fn(*tensors)``) or a dict
+# (``fn(**tensors)``) of arrays or tensors.
+FnTensors: TypeAlias = tuple[Callable[..., object], list[object] | tuple[object, ...] | dict[str, object]]
 
-def validate_fn_tensors_pair(value: Any, field: str, cls: str) -> tuple[Callable[..., Any], Any]:
+
+def validate_fn_tensors_pair(value: object, field: str, cls: str) -> FnTensors:
     """Check a ``(fn, tensors)`` pair as TPUEstimator (and Ascend's adapter) do; return it
     as a tuple.
 
@@ -51,7 +56,7 @@ def validate_fn_tensors_pair(value: Any, field: str, cls: str) -> tuple[Callable
     return (fn, tensors)
 
 
-def call_with_tensors(fn: Callable[..., Any], tensors: Any) -> Any:
+def call_with_tensors(fn: Callable[..., R], tensors: Sequence[object] | Mapping[str, object]) -> R:
     """Call ``fn(*tensors)`` for a list/tuple, ``fn(**tensors)`` for a dict."""
     if isinstance(tensors, dict):
         return fn(**tensors)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import abc
 import inspect
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar, cast
 
 from jaxspec.rules.head_keys import Reduction
 
-Shape = tuple[Any, ...] | None
+Shape = tuple[int | None, ...] | None
 
 #: The reductions a head takes (tf.losses.Reduction's values; NONE refused, as in TF).
 HEAD_REDUCTIONS = (Reduction.AUTO, Reduction.SUM, Reduction.SUM_OVER_BATCH_SIZE)
@@ -41,10 +41,19 @@ HEAD_NAMES = (
 )
 
 
-class HeadInterface(abc.ABC):
+# A side's kinds: what a head takes (JAX's ArrayLike, TF's TensorLike), what it gives
+# (jax.Array, tf.Tensor) and its metric class (a jaxspec metric state, a tf_keras metric).
+ArrayIn = TypeVar("ArrayIn")
+ArrayOut = TypeVar("ArrayOut")
+MetricT = TypeVar("MetricT")
+
+
+class HeadInterface(abc.ABC, Generic[ArrayIn, ArrayOut, MetricT]):
     """The interface of a head (``tf.estimator.Head``): turns logits (and labels) into
     predictions, a loss and eval metrics. Each side's ``Head`` adds the spec builders
-    (``create_estimator_spec``); arrays are JAX arrays in jaxspec, tensors in tf_bridge."""
+    (``create_estimator_spec``) and names its kinds: ``HeadInterface[PyTree, Array,
+    Metric]`` in jaxspec (logits and labels: an array, or a MultiHead's dict of them),
+    ``HeadInterface[TensorLike, tf.Tensor, KerasMetric]`` in tf_bridge."""
 
     @property
     @abc.abstractmethod
@@ -64,32 +73,32 @@ class HeadInterface(abc.ABC):
     @abc.abstractmethod
     def loss(
         self,
-        labels: Any,
-        logits: Any,
-        features: Any = None,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> Any:
+        labels: ArrayIn,
+        logits: ArrayIn,
+        features: object = None,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayIn] | None = None,
+    ) -> ArrayOut:
         """The scalar training loss (regularization included)."""
 
     @abc.abstractmethod
-    def predictions(self, logits: Any, keys: Sequence[str] | None = None) -> dict[Any, Any]:
+    def predictions(self, logits: ArrayIn, keys: Sequence[str] | None = None) -> dict[Any, ArrayOut]:
         """The predictions dict for ``logits`` (all keys, or ``keys``)."""
 
     @abc.abstractmethod
-    def metrics(self, regularization_losses: Sequence[Any] | None = None) -> dict[str, Any]:
+    def metrics(self, regularization_losses: Sequence[ArrayIn] | None = None) -> dict[str, MetricT]:
         """The fresh (not updated) eval metrics by metric key."""
 
     @abc.abstractmethod
     def update_metrics(
         self,
-        eval_metrics: dict[str, Any],
-        features: Any,
-        logits: Any,
-        labels: Any,
-        mode: Any = None,
-        regularization_losses: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+        eval_metrics: dict[str, MetricT],
+        features: object,
+        logits: ArrayIn,
+        labels: ArrayIn,
+        mode: str | None = None,
+        regularization_losses: Sequence[ArrayIn] | None = None,
+    ) -> dict[str, MetricT]:
         """``eval_metrics`` updated with one batch."""
 
     def _summary_key(self, key: str) -> str:
@@ -101,7 +110,7 @@ class HeadArgs:
     before the side's ``Head``): ``weight_column``, ``loss_reduction``, ``loss_fn``,
     ``name``, and where the head has them ``label_vocabulary`` and ``thresholds``."""
 
-    _weight_column: Any
+    _weight_column: Any  # the side's: a feature key (str), or TF's numeric column
     _loss_fn: Callable[..., Any] | None
     _label_vocabulary: Sequence[str] | None
     _thresholds: tuple[float, ...]
@@ -109,7 +118,7 @@ class HeadArgs:
     def _set_head_args(
         self,
         logits_dimension: int,
-        weight_column: Any,
+        weight_column: object,
         loss_reduction: str,
         loss_fn: Callable[..., Any] | None,
         name: str | None,
@@ -147,7 +156,7 @@ class HeadArgs:
         return self._loss_reduction
 
 
-def check_loss_reduction(loss_reduction: Any) -> str:
+def check_loss_reduction(loss_reduction: str) -> str:
     """ValueError unless ``loss_reduction`` is AUTO, SUM or SUM_OVER_BATCH_SIZE."""
     if loss_reduction not in HEAD_REDUCTIONS:
         raise ValueError(
@@ -157,13 +166,13 @@ def check_loss_reduction(loss_reduction: Any) -> str:
     return loss_reduction
 
 
-def fn_args(fn: Callable[..., Any]) -> tuple[str, ...]:
+def fn_args(fn: Callable[..., object]) -> tuple[str, ...]:
     """The names ``fn`` takes by position or keyword (``self`` of a bound method not counted)."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds)
 
 
-def check_loss_fn(loss_fn: Callable[..., Any]) -> None:
+def check_loss_fn(loss_fn: Callable[..., object]) -> None:
     """ValueError unless ``loss_fn`` takes ``labels`` and ``logits`` and, besides them,
     only ``features`` and ``loss_reduction`` (as TF)."""
     names = fn_args(loss_fn)
@@ -177,7 +186,9 @@ def check_loss_fn(loss_fn: Callable[..., Any]) -> None:
         )
 
 
-def check_vocabulary(label_vocabulary: Any, n_classes: int | None = None) -> Any:
+def check_vocabulary(
+    label_vocabulary: Sequence[str] | None, n_classes: int | None = None
+) -> Sequence[str] | None:
     """A head's ``label_vocabulary``: None, or a list or tuple (of ``n_classes`` items
     when ``n_classes`` is given).
 
@@ -199,20 +210,20 @@ def check_vocabulary(label_vocabulary: Any, n_classes: int | None = None) -> Any
     return label_vocabulary
 
 
-def check_thresholds(thresholds: Any) -> tuple[float, ...]:
+def check_thresholds(thresholds: Iterable[float] | None) -> tuple[float, ...]:
     """A head's ``thresholds`` (an iterable of floats, or None) as a tuple; ``()`` for
     None or empty.
 
     Raises:
       ValueError: a threshold not strictly between 0 and 1 (the thresholds are listed).
     """
-    thresholds = tuple(thresholds) if thresholds else ()
-    if any(not 0.0 < t < 1.0 for t in thresholds):
-        raise ValueError(f"thresholds must lie strictly between 0 and 1, got {list(thresholds)}.")
-    return thresholds
+    checked = tuple(thresholds) if thresholds else ()
+    if any(not 0.0 < t < 1.0 for t in checked):
+        raise ValueError(f"thresholds must lie strictly between 0 and 1, got {list(checked)}.")
+    return checked
 
 
-def check_n_classes(n_classes: Any, minimum: int, head: str) -> int:
+def check_n_classes(n_classes: object, minimum: int, head: str) -> int:
     """``n_classes`` of a classification head: an int >= ``minimum``.
 
     Raises:
@@ -229,14 +240,16 @@ def check_n_classes(n_classes: Any, minimum: int, head: str) -> int:
     return n_classes
 
 
-def check_label_dimension(label_dimension: Any) -> int:
+def check_label_dimension(label_dimension: int) -> int:
     """A regression head's ``label_dimension``: ValueError unless >= 1."""
     if label_dimension < 1:
         raise ValueError(f"label_dimension must be >= 1, got {label_dimension}.")
     return label_dimension
 
 
-def class_ids_for_metrics(classes: Any, n_classes: int, label_vocabulary: Any) -> tuple[int, ...]:
+def class_ids_for_metrics(
+    classes: Sequence[int] | Sequence[str] | None, n_classes: int, label_vocabulary: Sequence[str] | None
+) -> tuple[int, ...]:
     """A MultiLabelHead's ``classes_for_class_based_metrics`` as class ids: ids are kept,
     names (str) are looked up in ``label_vocabulary``.
 
@@ -245,27 +258,31 @@ def class_ids_for_metrics(classes: Any, n_classes: int, label_vocabulary: Any) -
     """
     if not classes:
         return ()
-    classes = tuple(classes)
-    if isinstance(classes[0], str):
+    given: tuple[int | str, ...] = tuple(classes)
+    if isinstance(given[0], str):
+        names = cast("tuple[str, ...]", given)
         if not label_vocabulary:
             raise ValueError(
                 "classes_for_class_based_metrics names classes by string: give label_vocabulary too."
             )
-        missing = [c for c in classes if c not in label_vocabulary]
+        missing = [c for c in names if c not in label_vocabulary]
         if missing:
             raise ValueError(
                 f"classes_for_class_based_metrics: {missing} not in label_vocabulary {list(label_vocabulary)}."
             )
-        return tuple(list(label_vocabulary).index(c) for c in classes)
-    bad = [c for c in classes if not 0 <= c < n_classes]
+        return tuple(list(label_vocabulary).index(c) for c in names)
+    ids = cast("tuple[int, ...]", given)
+    bad = [c for c in ids if not 0 <= c < n_classes]
     if bad:
         raise ValueError(
             f"classes_for_class_based_metrics must be class ids in [0, {n_classes - 1}], got {bad}."
         )
-    return classes
+    return ids
 
 
-def check_multi_head_args(heads: Sequence[Any], head_weights: Sequence[float] | None) -> tuple[float, ...]:
+def check_multi_head_args(
+    heads: Sequence[HeadInterface], head_weights: Sequence[float] | None
+) -> tuple[float, ...]:
     """A MultiHead's ``heads`` and ``head_weights``; the weights as a tuple (``()`` for None).
 
     Raises:
@@ -283,7 +300,7 @@ def check_multi_head_args(heads: Sequence[Any], head_weights: Sequence[float] | 
     return tuple(head_weights) if head_weights else ()
 
 
-def common_loss_reduction(heads: Sequence[Any]) -> str:
+def common_loss_reduction(heads: Sequence[HeadInterface]) -> str:
     """The heads' one loss reduction (a MultiHead's); ValueError if they differ."""
     reductions = [h.loss_reduction for h in heads]
     if len(set(reductions)) > 1:
@@ -318,7 +335,7 @@ def check_logits_shape(shape: Shape, logits_dimension: int) -> bool:
     return True
 
 
-def check_labels_present(labels: Any, expected_dim: int, sparse: bool) -> None:
+def check_labels_present(labels: object, expected_dim: int, sparse: bool) -> None:
     """A head needs dense labels in TRAIN and EVAL.
 
     Raises:

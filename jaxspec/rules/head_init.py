@@ -36,7 +36,7 @@ class BinaryClassHeadArgs(HeadArgs):
 
     def __init__(
         self,
-        weight_column: Any = None,
+        weight_column: object = None,
         thresholds: Sequence[float] | None = None,
         label_vocabulary: Sequence[str] | None = None,
         loss_reduction: str = _SOBS,
@@ -61,7 +61,7 @@ class MultiClassHeadArgs(HeadArgs):
     def __init__(
         self,
         n_classes: int,
-        weight_column: Any = None,
+        weight_column: object = None,
         label_vocabulary: Sequence[str] | None = None,
         loss_reduction: str = _SOBS,
         loss_fn: Callable[..., Any] | None = None,
@@ -87,12 +87,12 @@ class MultiLabelHeadArgs(HeadArgs):
     def __init__(
         self,
         n_classes: int,
-        weight_column: Any = None,
+        weight_column: object = None,
         thresholds: Sequence[float] | None = None,
         label_vocabulary: Sequence[str] | None = None,
         loss_reduction: str = _SOBS,
         loss_fn: Callable[..., Any] | None = None,
-        classes_for_class_based_metrics: Sequence[Any] | None = None,
+        classes_for_class_based_metrics: Sequence[int] | Sequence[str] | None = None,
         name: str | None = None,
     ) -> None:
         self._n_classes = check_n_classes(n_classes, 2, "MultiLabelHead")
@@ -108,7 +108,7 @@ class RegressionHeadArgs(HeadArgs):
     def __init__(
         self,
         label_dimension: int = 1,
-        weight_column: Any = None,
+        weight_column: object = None,
         loss_reduction: str = _SOBS,
         loss_fn: Callable[..., Any] | None = None,
         inverse_link_fn: Callable[[Any], Any] | None = None,
@@ -130,7 +130,7 @@ class PoissonRegressionHeadArgs(RegressionHeadArgs):
     def __init__(
         self,
         label_dimension: int = 1,
-        weight_column: Any = None,
+        weight_column: object = None,
         loss_reduction: str = _SOBS,
         compute_full_loss: bool = True,
         name: str | None = None,
@@ -147,7 +147,7 @@ class LogisticRegressionHeadArgs(RegressionHeadArgs):
     _sigmoid: Callable[[Any], Any]
 
     def __init__(
-        self, weight_column: Any = None, loss_reduction: str = _SOBS, name: str | None = None
+        self, weight_column: object = None, loss_reduction: str = _SOBS, name: str | None = None
     ) -> None:
         super().__init__(1, weight_column, loss_reduction, self._logistic_loss, self._sigmoid, name)
 

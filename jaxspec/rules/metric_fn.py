@@ -5,7 +5,6 @@ metrics join the spec's."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from jaxspec._fn_args import call_with_declared, fn_arg_names
 
@@ -13,7 +12,7 @@ from jaxspec._fn_args import call_with_declared, fn_arg_names
 METRIC_FN_ARGS = ("features", "labels", "predictions", "config")
 
 
-def verify_metric_fn_args(metric_fn: Callable[..., Any]) -> tuple[str, ...]:
+def verify_metric_fn_args(metric_fn: Callable[..., object]) -> tuple[str, ...]:
     """The names metric_fn declares, checked against ``METRIC_FN_ARGS``.
 
     Raises:
@@ -30,8 +29,8 @@ def verify_metric_fn_args(metric_fn: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def eval_metrics_with(
-    metric_fn: Callable[..., Any], existing: Mapping[Any, Any] | None, **available: Any
-) -> dict[Any, Any]:
+    metric_fn: Callable[..., object], existing: Mapping[str, object] | None, **available: object
+) -> dict[str, object]:
     """The spec's eval metrics and metric_fn's, called with the ``available`` arguments
     it declares: the union, metric_fn's winning where a name is in both.
 

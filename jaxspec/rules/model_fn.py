@@ -5,14 +5,12 @@ Estimators and tf_bridge's."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
 from jaxspec._fn_args import fn_arg_names
 
 
 def verify_model_fn_args(
-    model_fn: Callable[..., Any], params: Any, allowed: tuple[str, ...], log: logging.Logger
+    model_fn: object, params: object, allowed: tuple[str, ...], log: logging.Logger
 ) -> tuple[str, ...]:
     """Check model_fn's declared arguments against ``allowed`` and ``params``.
 

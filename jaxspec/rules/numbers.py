@@ -4,10 +4,10 @@ ValueError for a value out of range, the argument named)."""
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TypeGuard
 
 
-def is_int(value: Any, allow_bool: bool = True) -> bool:
+def is_int(value: object, allow_bool: bool = True) -> TypeGuard[numbers.Integral]:
     """True for a Python or numpy integer (a ``numbers.Integral``). ``bool`` counts unless
     ``allow_bool`` is False (TPUEstimator's batch sizes refuse it, as TF does)."""
     if isinstance(value, bool):
@@ -15,7 +15,7 @@ def is_int(value: Any, allow_bool: bool = True) -> bool:
     return isinstance(value, numbers.Integral)
 
 
-def check_positive_int(value: Any, name: str, allow_bool: bool = True) -> int:
+def check_positive_int(value: object, name: str, allow_bool: bool = True) -> int:
     """Return ``value`` as an int if it is an integer > 0.
 
     Raises:
@@ -30,7 +30,7 @@ def check_positive_int(value: Any, name: str, allow_bool: bool = True) -> int:
     return int(value)
 
 
-def check_nonnegative_int(value: Any, name: str) -> int:
+def check_nonnegative_int(value: object, name: str) -> int:
     """Return ``value`` as an int if it is an integer >= 0 (TypeError / ValueError
     otherwise, as ``check_positive_int``)."""
     if not is_int(value):

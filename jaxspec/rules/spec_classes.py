@@ -13,10 +13,10 @@ from __future__ import annotations
 import abc
 import collections
 from collections.abc import Callable
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 from jaxspec.mode_keys import ModeKeys
-from jaxspec.rules.fn_tensors import validate_fn_tensors_pair
+from jaxspec.rules.fn_tensors import FnTensors, validate_fn_tensors_pair
 from jaxspec.rules.spec_fields import (
     check_eval_metric_ops,
     check_export_outputs,
@@ -27,6 +27,10 @@ from jaxspec.rules.spec_fields import (
     check_scaffold,
     check_scaffold_fn,
 )
+
+Spec = TypeVar("Spec", bound="EstimatorSpecBase | TPUEstimatorSpecBase")
+# The side's EstimatorSpec, which a TPUEstimatorSpec becomes off the TPU.
+OffTPU = TypeVar("OffTPU", bound="EstimatorSpecBase")
 
 
 class SpecValues(abc.ABC):
@@ -47,49 +51,55 @@ class SpecValues(abc.ABC):
     outputs_of: ClassVar[tuple[type, Callable[[Any], Any], str]]
 
     @abc.abstractmethod
-    def loss(self, loss: Any, mode: str | None, cls: str) -> Any:
+    def loss(self, loss: object, mode: str | None, cls: str) -> object:
         """``loss`` with one element, returned with shape ``[]`` (None where allowed)."""
 
     @abc.abstractmethod
-    def train_op(self, train_op: Any, mode: str | None, cls: str) -> Any:
+    def train_op(self, train_op: object, mode: str | None, cls: str) -> object:
         """``train_op`` (None where allowed)."""
 
-    def check_value(self, value: Any, field: str, cls: str) -> None:
+    def check_value(self, value: object, field: str, cls: str) -> None:
         """A further check of each dense prediction (none here; tf_bridge checks the
         graph)."""
         return None
 
-    def predictions(self, predictions: Any, mode: str | None, cls: str) -> Any:
+    def predictions(self, predictions: object, mode: str | None, cls: str) -> object:
         """``predictions``: a dense value or dict of them; ``{}`` for None outside PREDICT."""
         is_dense, words = self.dense_of
         return check_predictions(
             predictions, mode, cls, is_dense, words, lambda value, field: self.check_value(value, field, cls)
         )
 
-    def eval_metric_ops(self, ops: Any, cls: str) -> dict[Any, Any]:
+    def eval_metric_ops(self, ops: object, cls: str) -> dict[str, object]:
         """``eval_metric_ops`` as a dict (``{}`` for None), see ``check_eval_metric_ops``."""
         return check_eval_metric_ops(ops, cls)
 
-    def export_outputs(self, export_outputs: Any, predictions: Any, cls: str) -> dict[Any, Any]:
+    def export_outputs(self, export_outputs: object, predictions: object, cls: str) -> dict[str, object]:
         """PREDICT's ``export_outputs``, defaulted and aliased to ``serving_default``."""
         output_type, predict_output, words = self.outputs_of
         return check_export_outputs(export_outputs, predictions, cls, output_type, predict_output, words)
 
-    def hooks(self, hooks: Any, field: str, cls: str) -> tuple[Any, ...]:
+    def hooks(self, hooks: object, field: str, cls: str) -> tuple[object, ...]:
         """A hook list ``field`` as a tuple of the side's SessionRunHooks."""
         return check_hooks(hooks, field, cls, *self.hooks_of)
 
-    def scaffold(self, scaffold: Any, cls: str) -> Any:
+    def scaffold(self, scaffold: object, cls: str) -> object:
         """``scaffold``, the side's default Scaffold for None."""
         return check_scaffold(scaffold, cls, *self.scaffold_of)
 
 
 def _checked_core(
-    values: SpecValues, cls: str, mode: Any, predictions: Any, loss: Any, train_op: Any, export_outputs: Any
-) -> dict[str, Any]:
+    values: SpecValues,
+    cls: str,
+    mode: object,
+    predictions: object,
+    loss: object,
+    train_op: object,
+    export_outputs: object,
+) -> dict[str, object]:
     """The fields every spec class has, checked in tf.estimator's order."""
     mode = check_mode(mode, cls)
-    fields = {
+    fields: dict[str, object] = {
         "mode": mode,
         "train_op": values.train_op(train_op, mode, cls),
         "loss": values.loss(loss, mode, cls),
@@ -101,11 +111,11 @@ def _checked_core(
     return fields
 
 
-def _checked_hooks(values: SpecValues, cls: str, **hooks: Any) -> dict[str, tuple[Any, ...]]:
+def _checked_hooks(values: SpecValues, cls: str, **hooks: object) -> dict[str, tuple[object, ...]]:
     return {field: values.hooks(value, field, cls) for field, value in hooks.items()}
 
 
-def replaced(spec: Any, kwds: dict[str, Any], **extra: Any) -> Any:
+def replaced(spec: Spec, kwds: dict[str, object], **extra: object) -> Spec:
     """``spec._replace(**kwds)``: a new spec of the same class, validated again;
     ``extra`` are fields kept outside the tuple (NPUEstimatorSpec's host_call).
 
@@ -148,16 +158,16 @@ class EstimatorSpecBase(
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metric_ops: Any = None,
-        export_outputs: Any = None,
-        training_chief_hooks: Any = None,
-        training_hooks: Any = None,
-        scaffold: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
+        predictions: object = None,
+        loss: object = None,
+        train_op: object = None,
+        eval_metric_ops: object = None,
+        export_outputs: object = None,
+        training_chief_hooks: object = None,
+        training_hooks: object = None,
+        scaffold: object = None,
+        evaluation_hooks: object = None,
+        prediction_hooks: object = None,
     ) -> Self:
         name, values = cls.__name__, cls.values
         fields = _checked_core(values, name, mode, predictions, loss, train_op, export_outputs)
@@ -176,7 +186,7 @@ class EstimatorSpecBase(
             **fields,
         )
 
-    def _replace(self, **kwds: Any) -> Self:
+    def _replace(self, **kwds: object) -> Self:
         """A copy with fields replaced, validated again as by the constructor.
 
         Raises:
@@ -196,17 +206,17 @@ class NPUEstimatorSpecBase(EstimatorSpecBase):
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metric_ops: Any = None,
-        export_outputs: Any = None,
-        training_chief_hooks: Any = None,
-        training_hooks: Any = None,
-        scaffold: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
-        host_call: Any = None,
+        predictions: object = None,
+        loss: object = None,
+        train_op: object = None,
+        eval_metric_ops: object = None,
+        export_outputs: object = None,
+        training_chief_hooks: object = None,
+        training_hooks: object = None,
+        scaffold: object = None,
+        evaluation_hooks: object = None,
+        prediction_hooks: object = None,
+        host_call: object = None,
     ) -> Self:
         if host_call is not None:
             host_call = validate_fn_tensors_pair(host_call, "host_call", cls.__name__)
@@ -227,18 +237,18 @@ class NPUEstimatorSpecBase(EstimatorSpecBase):
         object.__setattr__(spec, "_host_call", host_call)
         return spec
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use _replace({name}=...).")
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable.")
 
     @property
-    def host_call(self) -> tuple[Any, Any] | None:
+    def host_call(self) -> FnTensors | None:
         """The validated ``(host_fn, tensors)`` pair, or None."""
         return self.__dict__.get("_host_call")
 
-    def _replace(self, **kwds: Any) -> Self:
+    def _replace(self, **kwds: object) -> Self:
         """A copy with fields replaced and validated again; keeps ``host_call`` unless it
         is replaced.
 
@@ -279,16 +289,16 @@ class TPUEstimatorSpecBase(
     def __new__(
         cls,
         mode: str | None,
-        predictions: Any = None,
-        loss: Any = None,
-        train_op: Any = None,
-        eval_metrics: Any = None,
-        export_outputs: Any = None,
-        scaffold_fn: Any = None,
-        host_call: Any = None,
-        training_hooks: Any = None,
-        evaluation_hooks: Any = None,
-        prediction_hooks: Any = None,
+        predictions: object = None,
+        loss: object = None,
+        train_op: object = None,
+        eval_metrics: object = None,
+        export_outputs: object = None,
+        scaffold_fn: object = None,
+        host_call: object = None,
+        training_hooks: object = None,
+        evaluation_hooks: object = None,
+        prediction_hooks: object = None,
     ) -> Self:
         name, values = cls.__name__, cls.values
         mode = check_mode(mode, name)
@@ -309,7 +319,7 @@ class TPUEstimatorSpecBase(
             cls, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn, host_call=host_call, **hooks, **fields
         )
 
-    def _replace(self, **kwds: Any) -> Self:
+    def _replace(self, **kwds: object) -> Self:
         """A copy with fields replaced, validated again; ``mode`` cannot change.
 
         (TPUEstimator's own ``_replace`` neither re-validates nor protects ``mode``;
@@ -322,11 +332,11 @@ class TPUEstimatorSpecBase(
 
     def _estimator_spec(
         self,
-        estimator_spec: type[EstimatorSpecBase],
-        eval_metric_ops: Any,
-        scaffold: Any,
-        hooks: tuple[Any, ...],
-    ) -> Any:
+        estimator_spec: type[OffTPU],
+        eval_metric_ops: object,
+        scaffold: object,
+        hooks: tuple[object, ...],
+    ) -> OffTPU:
         """The side's ``estimator_spec`` with this spec's fields, ``eval_metric_ops`` and
         ``scaffold``, and ``hooks`` (those of host_call) added to all three hook lists:
         the EstimatorSpec TPUEstimator runs off the TPU."""

@@ -11,20 +11,32 @@ naming the spec class and the field (the key, or index, for dicts and lists).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar, cast
 
 from jaxspec.mode_keys import ModeKeys
 
 SERVING_DEFAULT = "serving_default"
 
+# A side's class: its SessionRunHook, Scaffold or ExportOutput.
+T = TypeVar("T")
 
-def type_name(x: Any) -> str:
+
+class SpecTuple(Protocol):
+    """What ``_replace``'s rules read of a spec (either side's, any of the three classes)."""
+
+    @property
+    def mode(self) -> str | None: ...
+
+    def _asdict(self) -> dict[str, object]: ...
+
+
+def type_name(x: object) -> str:
     """The name of ``x``'s type, for error messages."""
     return type(x).__name__
 
 
-def check_mode(mode: Any, cls: str) -> str | None:
+def check_mode(mode: object, cls: str) -> str | None:
     """Return ``mode`` if it is None or one of ModeKeys' values.
 
     tf.estimator does not check ``mode`` at all, and a spec built with ``mode=None``
@@ -61,13 +73,13 @@ def require_train_op(mode: str | None, cls: str) -> None:
 
 
 def check_predictions(
-    predictions: Any,
+    predictions: object,
     mode: str | None,
     cls: str,
-    is_dense: Callable[[Any], bool],
+    is_dense: Callable[[object], bool],
     dense: str,
-    check_value: Callable[[Any, str], None] | None = None,
-) -> Any:
+    check_value: Callable[[object, str], None] | None = None,
+) -> object:
     """``predictions``: one dense value or a dict of them; required in PREDICT. ``None``
     in another mode becomes ``{}``, as in tf.estimator.
 
@@ -103,7 +115,7 @@ def check_predictions(
     return dict(predictions) if isinstance(predictions, dict) else predictions
 
 
-def check_hooks(hooks: Any, field: str, cls: str, hook_type: type, label: str) -> tuple[Any, ...]:
+def check_hooks(hooks: object, field: str, cls: str, hook_type: type[T], label: str) -> tuple[T, ...]:
     """Return ``hooks`` (an iterable or None) as a tuple of ``hook_type``.
 
     Args:
@@ -122,18 +134,20 @@ def check_hooks(hooks: Any, field: str, cls: str, hook_type: type, label: str) -
     if isinstance(hooks, (hook_type, str, bytes, dict)):
         raise TypeError(f"{cls}: {field} must be a list or tuple of SessionRunHook, got {type_name(hooks)}.")
     try:
-        hooks = tuple(hooks)
+        entries = tuple(cast("Iterable[object]", hooks))  # tuple() raises TypeError if it is not
     except TypeError:
         raise TypeError(
             f"{cls}: {field} must be an iterable of SessionRunHook, got {type_name(hooks)}."
         ) from None
-    for i, hook in enumerate(hooks):
+    checked: list[T] = []
+    for i, hook in enumerate(entries):
         if not isinstance(hook, hook_type):
             raise TypeError(f"{cls}: {field}[{i}] is not a {label}: got {type_name(hook)} ({hook!r}).")
-    return hooks
+        checked.append(hook)
+    return tuple(checked)
 
 
-def check_scaffold(scaffold: Any, cls: str, scaffold_type: type, label: str) -> Any:
+def check_scaffold(scaffold: object, cls: str, scaffold_type: type[T], label: str) -> T:
     """``scaffold``: None becomes ``scaffold_type()``, the default Scaffold.
 
     Raises:
@@ -146,7 +160,7 @@ def check_scaffold(scaffold: Any, cls: str, scaffold_type: type, label: str) -> 
     return scaffold
 
 
-def check_scaffold_fn(scaffold_fn: Any, cls: str) -> Any:
+def check_scaffold_fn(scaffold_fn: object, cls: str) -> Callable[..., object] | None:
     """TPUEstimatorSpec's ``scaffold_fn``: None or a callable (TPUEstimator finds out only
     when it calls it; jaxspec checks at once).
 
@@ -158,13 +172,13 @@ def check_scaffold_fn(scaffold_fn: Any, cls: str) -> Any:
     return scaffold_fn
 
 
-def _is_metric(value: Any) -> bool:
+def _is_metric(value: object) -> bool:
     is_state = callable(getattr(value, "merge", None)) and callable(getattr(value, "compute", None))
     is_keras = callable(getattr(value, "update_state", None)) and callable(getattr(value, "result", None))
     return is_state or is_keras
 
 
-def check_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
+def check_eval_metric_ops(ops: object, cls: str) -> dict[str, object]:
     """The structure of ``eval_metric_ops``: a dict whose values are metric states
     (``merge``/``compute``, jaxspec.metrics), Keras-style metrics
     (``update_state``/``result``) or ``(value, update)`` tuples of two. None becomes
@@ -187,13 +201,13 @@ def check_eval_metric_ops(ops: Any, cls: str) -> dict[Any, Any]:
 
 
 def check_export_outputs(
-    export_outputs: Any,
-    predictions: Any,
+    export_outputs: object,
+    predictions: object,
     cls: str,
-    output_type: type,
-    predict_output: Callable[[Any], Any],
+    output_type: type[T],
+    predict_output: Callable[[object], T],
     expected: str,
-) -> dict[Any, Any]:
+) -> dict[str, T]:
     """PREDICT only: default, alias and check the heads as tf.estimator does.
 
     None becomes ``{'serving_default': predict_output(predictions)}``; a single head not
@@ -231,7 +245,7 @@ def check_export_outputs(
     return export_outputs
 
 
-def check_mode_unchanged(spec: Any, kwds: dict[str, Any]) -> None:
+def check_mode_unchanged(spec: SpecTuple, kwds: dict[str, object]) -> None:
     """``_replace`` may not change ``mode``, as tf.estimator.
 
     Raises:

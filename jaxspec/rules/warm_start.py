@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 # The field names written out in the call, the form a type checker reads.
 _Fields = collections.namedtuple(
@@ -36,10 +37,10 @@ class WarmStartSettingsBase(_Fields):
 
     def __new__(
         cls,
-        ckpt_to_initialize_from: Any,
-        vars_to_warm_start: Any = ".*",
-        var_name_to_vocab_info: Any = None,
-        var_name_to_prev_var_name: Any = None,
+        ckpt_to_initialize_from: str | os.PathLike[str],
+        vars_to_warm_start: str | Sequence[str] | None = ".*",
+        var_name_to_vocab_info: Mapping[str, object] | None = None,
+        var_name_to_prev_var_name: Mapping[str, str] | None = None,
     ) -> WarmStartSettingsBase:
         if not ckpt_to_initialize_from:
             raise ValueError("WarmStartSettings: ckpt_to_initialize_from is required.")

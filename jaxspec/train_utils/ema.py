@@ -9,18 +9,19 @@ are checkpointed, restored and exported with it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxspec._checks import is_floating, type_name
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 
 class EMAState(NamedTuple):
     """The shadow values: ``average`` has the tree, shapes and dtypes of the params."""
 
-    average: Any
+    average: PyTree
 
 
 class ExponentialMovingAverage:
@@ -52,11 +53,11 @@ class ExponentialMovingAverage:
         self.decay = float(decay)
         self.num_updates = bool(num_updates)
 
-    def init(self, params: Any) -> EMAState:
+    def init(self, params: PyTree) -> EMAState:
         """The first shadows: a copy of ``params`` (a pytree of arrays)."""
         return EMAState(jax.tree.map(jnp.array, params))
 
-    def decay_at(self, global_step: Any) -> Any:
+    def decay_at(self, global_step: ArrayLike) -> Array:
         """The decay used by the update at ``global_step`` (float32 scalar)."""
         decay = jnp.float32(self.decay)
         if not self.num_updates:
@@ -64,7 +65,7 @@ class ExponentialMovingAverage:
         t = jnp.asarray(global_step, jnp.float32)
         return jnp.minimum(decay, (1.0 + t) / (10.0 + t))
 
-    def update(self, params: Any, ema_state: EMAState, global_step: Any) -> EMAState:
+    def update(self, params: PyTree, ema_state: EMAState, global_step: ArrayLike) -> EMAState:
         """The shadows after one update from ``params`` (the new parameters, same tree
         as ``init``'s) at ``global_step`` (int scalar: the ``global_step`` model_fn gets,
         the updates done before this one; ignored without ``num_updates``).
@@ -74,7 +75,7 @@ class ExponentialMovingAverage:
         """
         one_minus = 1.0 - self.decay_at(global_step)
 
-        def move(shadow: Any, value: Any) -> Any:
+        def move(shadow: Array, value: Array) -> Array:
             if not is_floating(shadow):
                 return value
             s = shadow.astype(jnp.float32)
@@ -82,7 +83,7 @@ class ExponentialMovingAverage:
 
         return EMAState(jax.tree.map(move, ema_state.average, params))
 
-    def average(self, ema_state: EMAState) -> Any:
+    def average(self, ema_state: EMAState) -> PyTree:
         """The averaged parameters (TF's ``ema.average(var)`` for every variable)."""
         return ema_state.average
 

@@ -9,15 +9,15 @@ meaning: at global step s, the rate the update reaching s used.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import optax
+
+from jaxspec.spec.fn_types import Array, PyTree
 
 _INJECTED = (optax.InjectHyperparamsState, optax.InjectStatefulHyperparamsState)
 
 
-def find_learning_rate(tree: Any) -> Any:
+def find_learning_rate(tree: PyTree) -> Array | None:
     """The ``learning_rate`` of the first ``optax.inject_hyperparams`` state in ``tree``
     (an optimizer state or a whole train state, searched however deep), or None when
     none holds one. Returns its value as held (a scalar array)."""

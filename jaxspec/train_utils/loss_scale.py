@@ -21,6 +21,7 @@ import optax
 
 from jaxspec._checks import type_name
 from jaxspec.mesh_axes import traced_replica_axis
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 _FLOAT32_MAX = 3.4e38  # the adapter's bound on a growing scale
 
@@ -34,9 +35,9 @@ class LossScaleState(NamedTuple):
       bad_steps: int32 scalar, non-finite steps counted towards the next shrink.
     """
 
-    loss_scale: Any
-    good_steps: Any
-    bad_steps: Any
+    loss_scale: Array
+    good_steps: Array
+    bad_steps: Array
 
 
 def _state(loss_scale: float) -> LossScaleState:
@@ -62,16 +63,16 @@ class FixedLossScaleManager:
         """The first state: the scale, counts 0."""
         return _state(self._loss_scale)
 
-    def get_loss_scale(self, state: LossScaleState) -> Any:
+    def get_loss_scale(self, state: LossScaleState) -> Array:
         """The current scale (float32 scalar) of ``state``."""
         return state.loss_scale
 
-    def update_loss_scale(self, state: LossScaleState, finite_grads: Any) -> LossScaleState:
+    def update_loss_scale(self, state: LossScaleState, finite_grads: ArrayLike) -> LossScaleState:
         """``state`` unchanged, whatever ``finite_grads`` (a bool scalar) says."""
         return state
 
 
-def _check_count(value: Any, name: str) -> int:
+def _check_count(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"ExponentialUpdateLossScaleManager: {name} must be an int, got {type_name(value)}.")
     if value < 1:
@@ -131,11 +132,11 @@ class ExponentialUpdateLossScaleManager:
         """The first state: ``init_loss_scale``, counts 0."""
         return _state(self._init_loss_scale)
 
-    def get_loss_scale(self, state: LossScaleState) -> Any:
+    def get_loss_scale(self, state: LossScaleState) -> Array:
         """The current scale (float32 scalar) of ``state``."""
         return state.loss_scale
 
-    def update_loss_scale(self, state: LossScaleState, finite_grads: Any) -> LossScaleState:
+    def update_loss_scale(self, state: LossScaleState, finite_grads: ArrayLike) -> LossScaleState:
         """The state after one step whose gradients were all finite (``finite_grads``, a
         bool scalar, True) or not; traceable (no Python branch on the flag)."""
         scale, good, bad = state
@@ -160,10 +161,10 @@ class LossScaleOptimizerState(NamedTuple):
     and the inner transformation's state."""
 
     loss_scale: LossScaleState
-    inner_state: Any
+    inner_state: PyTree
 
 
-def find_loss_scale(tree: Any) -> Any:
+def find_loss_scale(tree: PyTree) -> Array | None:
     """The loss scale (float32 scalar) of the first LossScaleState in ``tree`` (an
     optimizer state, or a whole train state), or None when it holds none."""
     for leaf in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, LossScaleState)):
@@ -172,7 +173,7 @@ def find_loss_scale(tree: Any) -> Any:
     return None
 
 
-def current_loss_scale(opt_state: Any) -> Any:
+def current_loss_scale(opt_state: PyTree) -> Array:
     """The loss scale in ``opt_state`` (float32 scalar): that of the first
     ``LossScaleOptimizer`` state found in it, however deep (an ``optax.chain``, a
     ``CrossShardOptimizer``, a flax TrainState are all searched).
@@ -188,12 +189,12 @@ def current_loss_scale(opt_state: Any) -> Any:
     return scale
 
 
-def _all_finite(tree: Any) -> Any:
+def _all_finite(tree: PyTree) -> Array:
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def _finite_on_every_replica(finite: Any) -> Any:
+def _finite_on_every_replica(finite: Array) -> Array:
     """``finite`` and-reduced over the replica axis when it is bound (inside
     TPUEstimator's shard_map): every replica then takes the same branch."""
     axis = traced_replica_axis()
@@ -211,7 +212,7 @@ class LossScaleTransformation(optax.GradientTransformationExtraArgs):
 
     __slots__ = ()
 
-    def scale_loss(self, loss: Any, opt_state: Any) -> Any:
+    def scale_loss(self, loss: ArrayLike, opt_state: PyTree) -> Array:
         """``loss`` times the current scale of ``opt_state`` (``current_loss_scale``),
         computed in float32 (or the loss's dtype where that is wider: a float16 loss
         would overflow at a scale of 2**16). Differentiate this, and pass the
@@ -267,10 +268,15 @@ def LossScaleOptimizer(  # noqa: N802 - the adapter's class name
     inner = optax.with_extra_args_support(inner)
     manager = loss_scale_manager
 
-    def init_fn(params: Any) -> LossScaleOptimizerState:
+    def init_fn(params: optax.Params) -> LossScaleOptimizerState:
         return LossScaleOptimizerState(manager.init(), inner.init(params))
 
-    def update_fn(updates: Any, state: LossScaleOptimizerState, params: Any = None, **extra: Any) -> Any:
+    def update_fn(
+        updates: optax.Updates,
+        state: LossScaleOptimizerState,
+        params: optax.Params | None = None,
+        **extra: Any,
+    ) -> tuple[optax.Updates, LossScaleOptimizerState]:
         scale = state.loss_scale.loss_scale
         grads = jax.tree.map(lambda g: (g.astype(jnp.float32) / scale).astype(g.dtype), updates)
         finite = _finite_on_every_replica(_all_finite(grads))
@@ -282,8 +288,8 @@ def LossScaleOptimizer(  # noqa: N802 - the adapter's class name
     return LossScaleTransformation(init_fn, update_fn)
 
 
-def _select(flag: Any, on_true: Any, on_false: Any) -> Any:
-    where: Callable[[Any, Any], Any] = lambda a, b: jnp.where(flag, a, b)  # noqa: E731
+def _select(flag: Array, on_true: PyTree, on_false: PyTree) -> PyTree:
+    where: Callable[[Array, Array], Array] = lambda a, b: jnp.where(flag, a, b)  # noqa: E731
     return jax.tree.map(where, on_true, on_false)
 
 

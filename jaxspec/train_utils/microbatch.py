@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec._checks import type_name
+from jaxspec.spec.fn_types import Array, ArrayLike, PyTree
 
 _F32 = jnp.float32
 
@@ -30,7 +31,7 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(operator.index(i) for i in argnums)
 
 
-def _split_leaf(leaf: Any, n: int, where: str) -> Any:
+def _split_leaf(leaf: ArrayLike, n: int, where: str) -> Array:
     """``[B, ...]`` -> ``[n, B // n, ...]`` (the parts in row order)."""
     shape = np.shape(leaf)
     if not shape:
@@ -46,8 +47,8 @@ def _split_leaf(leaf: Any, n: int, where: str) -> Any:
     return jnp.reshape(leaf, (n, shape[0] // n) + tuple(shape[1:]))
 
 
-def _split(arg: Any, n: int, position: int) -> Any:
-    def split(path: Any, leaf: Any) -> Any:
+def _split(arg: PyTree, n: int, position: int) -> PyTree:
+    def split(path: jax.tree_util.KeyPath, leaf: Any) -> Any:
         if not hasattr(leaf, "shape"):
             return leaf  # a Python number or other static leaf: the same in every part
         return _split_leaf(leaf, n, f"positional argument {position}{jax.tree_util.keystr(path)}")
@@ -64,7 +65,7 @@ def _varying_axes(like: jax.ShapeDtypeStruct) -> tuple[str, ...]:
     return tuple(sorted(axes or ()))
 
 
-def _varying(tree: Any, axis_name: str) -> Any:
+def _varying(tree: PyTree, axis_name: str) -> PyTree:
     """``tree`` marked as varying over ``axis_name`` (``lax.pcast``) where it is not: the
     gradient of a replicated (invariant) argument would otherwise be summed over the
     axis by JAX's autodiff in every part; this way each replica's gradient stays its own
@@ -78,8 +79,8 @@ def _varying(tree: Any, axis_name: str) -> Any:
     return jax.tree.map(vary, tree)
 
 
-def _zeros_f32(tree: Any) -> Any:
-    def zeros(like: jax.ShapeDtypeStruct) -> Any:
+def _zeros_f32(tree: PyTree) -> PyTree:
+    def zeros(like: jax.ShapeDtypeStruct) -> Array:
         z = jnp.zeros(like.shape, _F32)
         axes = _varying_axes(like)
         return jax.lax.pcast(z, axes, to="varying") if axes else z
@@ -87,15 +88,15 @@ def _zeros_f32(tree: Any) -> Any:
     return jax.tree.map(zeros, tree)
 
 
-def _add_f32(acc: Any, new: Any) -> Any:
+def _add_f32(acc: PyTree, new: PyTree) -> PyTree:
     return jax.tree.map(lambda a, x: a + jnp.asarray(x).astype(_F32), acc, new)
 
 
-def _mean_as(acc: Any, like: Any, n: int) -> Any:
+def _mean_as(acc: PyTree, like: PyTree, n: int) -> PyTree:
     return jax.tree.map(lambda a, s: (a / n).astype(s.dtype), acc, like)
 
 
-def _check_count(num_microbatches: Any) -> int:
+def _check_count(num_microbatches: object) -> int:
     if isinstance(num_microbatches, bool) or not isinstance(num_microbatches, int | np.integer):
         raise TypeError(
             f"microbatched_value_and_grad: num_microbatches must be an int, got {type_name(num_microbatches)}."
@@ -106,12 +107,14 @@ def _check_count(num_microbatches: Any) -> int:
     return n
 
 
-def _sum_and_weight(fun: Callable[..., Any], has_aux: bool) -> Callable[..., Any]:
+def _sum_and_weight(
+    fun: Callable[..., Any], has_aux: bool
+) -> Callable[..., tuple[Array, tuple[Array, PyTree]]]:
     """``fun`` (returning ``(sum, weight)``, or ``((sum, weight), aux)``) as a function
     for ``jax.value_and_grad(..., has_aux=True)``: value ``sum``, aux ``(weight, aux)``
     (the weight is not differentiated: counts, masks' sums)."""
 
-    def summed(*args: Any, **kwargs: Any) -> Any:
+    def summed(*args: Any, **kwargs: Any) -> tuple[Array, tuple[Array, PyTree]]:
         out = fun(*args, **kwargs)
         pair, aux = out if has_aux else (out, None)
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -126,11 +129,11 @@ def _sum_and_weight(fun: Callable[..., Any], has_aux: bool) -> Callable[..., Any
     return summed
 
 
-def _divide(total: Any, weight: Any, like: Any) -> Any:
+def _divide(total: PyTree, weight: Array, like: PyTree) -> PyTree:
     """``total / weight`` leaf by leaf in float32, cast to ``like``'s dtypes; 0 where the
     weight is 0 (``tf.math.divide_no_nan``, as tf.losses' SUM_BY_NONZERO_WEIGHTS)."""
 
-    def one(t: Any, s: Any) -> Any:
+    def one(t: Array, s: jax.ShapeDtypeStruct) -> Array:
         safe = jnp.where(weight == 0, jnp.ones_like(weight), weight)
         return jnp.where(weight == 0, jnp.zeros_like(t), t / safe).astype(s.dtype)
 
@@ -145,7 +148,7 @@ def microbatched_value_and_grad(
     has_aux: bool = False,
     weighted: bool = False,
     axis_name: str | None = None,
-) -> Callable[..., Any]:
+) -> Callable[..., tuple[PyTree, PyTree]]:
     """``jax.value_and_grad(fun, argnums, has_aux)``, computed over ``num_microbatches``
     equal parts of the batch, one part at a time.
 
@@ -227,7 +230,7 @@ def microbatched_value_and_grad(
     diff = _argnums_tuple(argnums)
 
     @functools.wraps(fun)
-    def accumulated(*args: Any, **kwargs: Any) -> Any:
+    def accumulated(*args: Any, **kwargs: Any) -> tuple[PyTree, PyTree]:
         if axis_name is not None:  # gradients per replica, reduced once below
             wrt = {i % len(args) if -len(args) <= i < 0 else i for i in diff}
             args = tuple(_varying(a, axis_name) if i in wrt else a for i, a in enumerate(args))
@@ -242,8 +245,12 @@ def microbatched_value_and_grad(
 
 
 def _accumulate(
-    value_and_grad: Callable[..., Any], n: int, diff: tuple[int, ...], args: tuple[Any, ...], kwargs: Any
-) -> tuple[Any, Any]:
+    value_and_grad: Callable[..., tuple[PyTree, PyTree]],
+    n: int,
+    diff: tuple[int, ...],
+    args: tuple[PyTree, ...],
+    kwargs: dict[str, PyTree],
+) -> tuple[PyTree, PyTree]:
     """``value_and_grad``'s results over the ``n`` parts of ``args`` (those not in
     ``diff``), summed in float32, and the shapes/dtypes of one part's results."""
     if n == 1:
@@ -254,7 +261,7 @@ def _accumulate(
     leaves, treedef = jax.tree.flatten([_split(args[i], n, i) for i in split_at])
     arrays = [i for i, leaf in enumerate(leaves) if hasattr(leaf, "shape")]
 
-    def one_part(part: list[Any]) -> Any:
+    def one_part(part: list[Array]) -> tuple[PyTree, PyTree]:
         full_leaves = list(leaves)
         for i, a in zip(arrays, part, strict=True):
             full_leaves[i] = a
@@ -266,14 +273,16 @@ def _accumulate(
     scanned = [leaves[i] for i in arrays]  # each [n, B // n, ...]
     like = jax.eval_shape(one_part, [x[0] for x in scanned])  # (value[, aux]), grads
 
-    def body(acc: Any, part: list[Any]) -> Any:
+    def body(acc: PyTree, part: list[Array]) -> tuple[PyTree, None]:
         return _add_f32(acc, one_part(part)), None
 
     total, _ = jax.lax.scan(body, _zeros_f32(like), scanned, length=n)
     return total, like
 
 
-def _weighted_result(total: Any, like: Any, n: int, has_aux: bool, axis_name: str | None) -> Any:
+def _weighted_result(
+    total: PyTree, like: PyTree, n: int, has_aux: bool, axis_name: str | None
+) -> tuple[PyTree, PyTree]:
     """``((sum, (weight, aux)), grads)`` summed over the parts (and ``axis_name``) ->
     ``jax.value_and_grad``'s result for ``sum / weight``."""
     (summed, (weight, aux)), grads = total

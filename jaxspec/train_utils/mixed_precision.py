@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from jaxspec._checks import is_floating
+from jaxspec.spec.fn_types import PyTree
+
+if TYPE_CHECKING:
+    from jax.extend.core import ClosedJaxpr, Jaxpr, JaxprEqn
 
 #: The primitives counted as the model's heavy arithmetic.
 MATMUL_PRIMITIVES = ("dot_general", "conv_general_dilated")
@@ -42,20 +47,20 @@ class Policy:
         object.__setattr__(self, "compute_dtype", jnp.dtype(self.compute_dtype))
         object.__setattr__(self, "param_dtype", jnp.dtype(self.param_dtype))
 
-    def cast_to_compute(self, tree: Any) -> Any:
+    def cast_to_compute(self, tree: PyTree) -> PyTree:
         """``tree``'s floating leaves in ``compute_dtype``."""
         return _cast(tree, self.compute_dtype)
 
-    def cast_to_param(self, tree: Any) -> Any:
+    def cast_to_param(self, tree: PyTree) -> PyTree:
         """``tree``'s floating leaves in ``param_dtype``."""
         return _cast(tree, self.param_dtype)
 
 
-def _cast(tree: Any, dtype: Any) -> Any:
+def _cast(tree: PyTree, dtype: DTypeLike) -> PyTree:
     return jax.tree.map(lambda x: x.astype(dtype) if hasattr(x, "dtype") and is_floating(x) else x, tree)
 
 
-def _eqns(jaxpr: Any) -> Iterator[Any]:
+def _eqns(jaxpr: Jaxpr) -> Iterator[JaxprEqn]:
     """Every equation of ``jaxpr`` and of the jaxprs nested in it (scan, cond, pjit,
     remat, custom derivatives, shard_map)."""
     from jax.extend.core import subjaxprs
@@ -67,10 +72,10 @@ def _eqns(jaxpr: Any) -> Iterator[Any]:
         stack.extend(subjaxprs(current))
 
 
-def matmul_dtypes(closed_jaxpr: Any) -> set[np.dtype]:
+def matmul_dtypes(closed_jaxpr: ClosedJaxpr | Jaxpr) -> set[np.dtype]:
     """The operand dtypes of the matmuls and convolutions (``MATMUL_PRIMITIVES``) in a
     (closed) jaxpr, nested ones included."""
-    jaxpr = getattr(closed_jaxpr, "jaxpr", closed_jaxpr)
+    jaxpr = cast("Jaxpr", getattr(closed_jaxpr, "jaxpr", closed_jaxpr))
     found: set[np.dtype] = set()
     for eqn in _eqns(jaxpr):
         if eqn.primitive.name in MATMUL_PRIMITIVES:
@@ -78,7 +83,7 @@ def matmul_dtypes(closed_jaxpr: Any) -> set[np.dtype]:
     return found
 
 
-def computes_in(closed_jaxpr: Any, dtype: Any) -> bool:
+def computes_in(closed_jaxpr: ClosedJaxpr | Jaxpr, dtype: DTypeLike) -> bool:
     """Whether some matmul or convolution of the jaxpr takes operands of ``dtype``."""
     return np.dtype(jnp.dtype(dtype)) in matmul_dtypes(closed_jaxpr)
 

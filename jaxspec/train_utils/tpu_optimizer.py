@@ -3,6 +3,7 @@ transformation that reduces gradients over replicas."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxspec.mesh_axes import CORE_AXIS, traced_replica_axis
+from jaxspec.spec.fn_types import Array, PyTree
 
 MEAN = "mean"
 SUM = "sum"
@@ -31,7 +33,7 @@ def _cores() -> int:
     return dict(jax.sharding.get_abstract_mesh().shape).get(CORE_AXIS, 1)
 
 
-def _reduce_by_dtype(tree: Any, reduce: Any, axis: str) -> Any:
+def _reduce_by_dtype(tree: PyTree, reduce: Callable[[Array, str], Array], axis: str) -> PyTree:
     """Reduce every leaf over the replica axis with one collective per dtype: the leaves
     of a dtype are flattened into one vector (one all-reduce instead of one per leaf,
     which matters where each collective has a fixed cost, as CPU gloo), never upcast."""
@@ -55,7 +57,7 @@ def CrossShardOptimizer(
     opt: optax.GradientTransformation,
     reduction: str = MEAN,
     name: str = "CrossShardOptimizer",
-    group_assignment: Any = None,
+    group_assignment: Sequence[Sequence[int]] | None = None,
 ) -> optax.GradientTransformation:
     """Wrap ``opt`` so gradients are averaged (or summed) over the replica axis first.
 
@@ -92,7 +94,9 @@ def CrossShardOptimizer(
     opt = optax.with_extra_args_support(opt)
     reduce = jax.lax.pmean if _REDUCTIONS[reduction] == MEAN else jax.lax.psum
 
-    def update_fn(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
+    def update_fn(
+        updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None, **extra: Any
+    ) -> tuple[optax.Updates, optax.OptState]:
         axis = traced_replica_axis()  # TPUConfig's replica_axis_name, 'replica' by default
         if _axis_bound(axis):
             if _cores() > 1:  # leaves split over 'core': one collective each, never concatenated

@@ -8,8 +8,7 @@ is symbolic, so the SavedModel serves any batch size.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 from jax.experimental import jax2tf
 
-from jaxspec.spec.fn_types import PyTree
+from jaxspec.export.slim import ExportFn
+from jaxspec.spec.fn_types import ArrayLike, PyTree
 
 _FIRST_CHARS = frozenset(string.ascii_letters + string.digits + ".")
 _NAME_CHARS = _FIRST_CHARS | {"_", "-"}
@@ -25,7 +25,7 @@ BATCH_SYMBOL = "b"
 TRAINABLE_ROOT = "params"
 
 
-def leaf_name(path: tuple[Any, ...], root: str = "state") -> str:
+def leaf_name(path: jax.tree_util.KeyPath, root: str = "state") -> str:
     """``params/Dense_0/kernel`` from a key path; characters TF refuses in op names → ``_``."""
     raw = jax.tree_util.keystr(path, simple=True, separator="/") if path else root
     parts = ["".join(c if c in _NAME_CHARS else "_" for c in part) or "_" for part in raw.split("/")]
@@ -33,12 +33,12 @@ def leaf_name(path: tuple[Any, ...], root: str = "state") -> str:
     return name if name[0] in _FIRST_CHARS else f"v{name}"
 
 
-def _is_typed_key(leaf: Any) -> bool:
+def _is_typed_key(leaf: object) -> bool:
     dtype = getattr(leaf, "dtype", None)
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
-def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def without_prng_keys(state: PyTree, fns: Mapping[str, ExportFn]) -> tuple[PyTree, dict[str, ExportFn]]:
     """The state without its typed PRNG key leaves (``jax.random.key``, flax.nnx's
     ``Rngs``), and each of ``fns`` wrapped to get them back.
 
@@ -61,7 +61,7 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
         treedef, [None if k else leaf for leaf, k in zip(leaves, is_key, strict=True)]
     )
 
-    def full(tree: Any) -> Any:
+    def full(tree: PyTree) -> PyTree:
         rest = iter(jax.tree_util.tree_leaves(tree))
         return jax.tree_util.tree_unflatten(
             treedef,
@@ -71,12 +71,12 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
             ],
         )
 
-    def strip(tree: Any) -> Any:
+    def strip(tree: PyTree) -> PyTree:
         flat, tdef = jax.tree_util.tree_flatten(tree)
         return jax.tree_util.tree_unflatten(tdef, [None if _is_typed_key(leaf) else leaf for leaf in flat])
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def no_keys(state: Any, step: Any, features: PyTree, labels: PyTree) -> Any:
+    def wrap(fn: ExportFn) -> ExportFn:
+        def no_keys(state: PyTree, step: ArrayLike, features: PyTree, labels: PyTree) -> PyTree:
             out = fn(full(state), step, features, labels)
             return {**out, "new_state": strip(out["new_state"])} if "new_state" in out else out
 
@@ -85,7 +85,7 @@ def without_prng_keys(state: Any, fns: Mapping[str, Any]) -> tuple[Any, dict[str
     return stripped, {mode: wrap(fn) for mode, fn in fns.items()}
 
 
-def state_leaves(state: Any) -> tuple[list[tuple[str, np.ndarray]], Any]:
+def state_leaves(state: PyTree) -> tuple[list[tuple[str, np.ndarray]], jax.tree_util.PyTreeDef]:
     """(name, host value) per state leaf in flattening order, and the tree definition.
 
     Values get the dtype JAX would give them (``jax.dtypes.canonicalize_dtype``), so the
@@ -138,7 +138,7 @@ def _trainable(name: str, value: np.ndarray, has_params: bool) -> bool:
 
 def make_variables(
     leaves: Sequence[tuple[str, np.ndarray]], global_step: int | None
-) -> tuple[Any, list[Any]]:
+) -> tuple[tf.Variable | None, list[tf.Variable]]:
     """The step variable (int64 ``global_step``, or None) and one resource variable per
     leaf, in the current graph. Each starts as a zero fill: the real values are fed to
     the initializers in a session, so no state value is stored in the graph.
@@ -166,14 +166,14 @@ def make_variables(
     return step, made
 
 
-def step_input(step_var: Any) -> tf.Tensor:
+def step_input(step_var: tf.Variable | None) -> tf.Tensor:
     """The int32 global step the JAX function receives (0 without a step variable)."""
     if step_var is None:
         return tf.constant(0, tf.int32)
     return tf.cast(step_var.read_value(), tf.int32)
 
 
-def shape_specs(tree: Any, what: str, counter: Any) -> Any:
+def shape_specs(tree: PyTree, what: str, counter: Iterator[int]) -> PyTree:
     """jax2tf polymorphic shape specs for the receiver's tensors: an unknown axis 0 is the
     batch symbol ``b`` (shared by features and labels), any other unknown axis gets its
     own symbol; known sizes stay static.
@@ -183,7 +183,7 @@ def shape_specs(tree: Any, what: str, counter: Any) -> Any:
       ValueError: a tensor has an unknown rank.
     """
 
-    def spec(path: Any, t: Any) -> str | None:
+    def spec(path: jax.tree_util.KeyPath, t: object) -> str | None:
         where = what + jax.tree_util.keystr(path)
         if not isinstance(t, tf.Tensor):
             raise TypeError(
@@ -203,7 +203,7 @@ def shape_specs(tree: Any, what: str, counter: Any) -> Any:
     return jax.tree_util.tree_map_with_path(spec, tree)
 
 
-def spec_record(specs: Any, root: str) -> dict[str, str | None]:
+def spec_record(specs: PyTree, root: str) -> dict[str, str | None]:
     """``{'x': '(b, 64)'}`` for the export record."""
     return {
         jax.tree_util.keystr(p, simple=True, separator="/") or root: s
@@ -211,7 +211,9 @@ def spec_record(specs: Any, root: str) -> dict[str, str | None]:
     }
 
 
-def convert(fn: Callable[..., Any], polymorphic_shapes: Sequence[Any], platforms: Sequence[str]) -> Any:
+def convert(
+    fn: Callable[..., PyTree], polymorphic_shapes: Sequence[PyTree], platforms: Sequence[str]
+) -> Callable[..., PyTree]:
     """``jax2tf.convert`` with native serialization, no gradient, for ``platforms``."""
     return jax2tf.convert(
         fn,
@@ -229,7 +231,7 @@ def default_platforms() -> tuple[str, ...]:
     return ("cpu",) if backend == "cpu" else ("cpu", backend)
 
 
-def call_module_info(graphs: Sequence[tf.Graph]) -> dict[str, Any]:
+def call_module_info(graphs: Sequence[tf.Graph]) -> dict[str, list[int] | list[str]]:
     """Serialization version(s) and platforms of the XlaCallModule ops jax2tf wrote."""
     ops = [op for g in graphs for op in g.get_operations() if op.type == "XlaCallModule"]
     versions = sorted({int(op.get_attr("version")) for op in ops})

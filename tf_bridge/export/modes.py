@@ -18,16 +18,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
 import tensorflow as tf
 
 from jaxspec.export.export_output import ExportOutput
-from jaxspec.spec.fn_types import PyTree
+from jaxspec.export.slim import ExportFn
+from jaxspec.metrics.base import MetricState
+from jaxspec.spec.fn_types import ArrayLike, PyTree
 from tf_bridge.export import graph as _graph
 from tf_bridge.export import signatures as _signatures
+from tf_bridge.export.receivers import InputReceiver
+from tf_bridge.export.signatures import SignatureDef
 
 PREDICT, TRAIN, EVAL = "infer", "train", "eval"
 TAGS = {PREDICT: ["serve"], TRAIN: ["train"], EVAL: ["eval"]}
@@ -48,8 +52,8 @@ class ModeExport:
       heads: PREDICT only: signature key → ExportOutput (kind, class vocabulary).
     """
 
-    receiver_fn: Callable[[], Any]
-    fn: Callable[[Any, Any, Any, Any], Mapping[str, Any]]
+    receiver_fn: Callable[[], object]
+    fn: ExportFn
     heads: Mapping[str, ExportOutput] | None = None
 
 
@@ -59,14 +63,14 @@ class ModeGraph:
 
     mode: str
     graph: tf.Graph
-    step_var: Any
-    state_vars: list[Any]
-    signatures: dict[str, Any]
+    step_var: tf.Variable | None
+    state_vars: list[tf.Variable]
+    signatures: dict[str, SignatureDef]
     excluded: dict[str, str]
-    main_op: Any
+    main_op: tf.Operation
     feeds: dict[str, np.ndarray]
     fetches: list[str]
-    shapes: dict[str, Any]
+    shapes: dict[str, str | None]
     serving: dict[str, Any] | None = None  # PREDICT: what jaxspec's JAX artifact needs
 
     @property
@@ -74,7 +78,7 @@ class ModeGraph:
         return TAGS[self.mode]
 
 
-def _receiver(receiver_fn: Callable[[], Any], mode: str) -> Any:
+def _receiver(receiver_fn: Callable[[], object], mode: str) -> InputReceiver:
     receiver = receiver_fn()
     if not all(hasattr(receiver, a) for a in ("features", "receiver_tensors")):
         kinds = (
@@ -85,10 +89,10 @@ def _receiver(receiver_fn: Callable[[], Any], mode: str) -> Any:
         raise ValueError(
             f"the {mode} input receiver fn has to return a {kinds}; got {type(receiver).__name__}."
         )
-    return receiver
+    return cast(InputReceiver, receiver)
 
 
-def _example(tree: Any) -> Any:
+def _example(tree: PyTree) -> PyTree:
     """Zeros at batch 1 (every unknown dimension 1) shaped like the receiver tensors
     (None stays None: a receiver without labels)."""
     if tree is None:
@@ -103,7 +107,7 @@ def _feeds(features: PyTree, labels: PyTree) -> dict[str, np.ndarray]:
     return {t.name: value for t, value in zip(tensors, tf.nest.flatten(_example(tensors)), strict=True)}
 
 
-def _metric_variables(abstract: dict[str, Any]) -> tuple[list[Any], Any]:
+def _metric_variables(abstract: dict[str, PyTree]) -> tuple[list[tf.Variable], jax.tree_util.PyTreeDef]:
     """Local variables holding each metric's state, initialised to ``state.empty()``
     (TF's metric variables are local too: reset by the main op, never checkpointed)."""
     leaves, treedef = jax.tree_util.tree_flatten(abstract)
@@ -126,7 +130,10 @@ def _metric_variables(abstract: dict[str, Any]) -> tuple[list[Any], Any]:
 
 
 def _serving(
-    receiver: Any, heads: Mapping[str, Any], signatures: Mapping[str, Any], specs: Any
+    receiver: InputReceiver,
+    heads: Mapping[str, ExportOutput],
+    signatures: Mapping[str, SignatureDef],
+    specs: PyTree,
 ) -> dict[str, Any]:
     """For ``jaxspec.export.serving``: per serving signature its head and inputs. A
     signature whose receiver tensors are the features (a raw receiver) takes its own
@@ -154,16 +161,16 @@ def _serving(
 
 def _predict(
     export: ModeExport,
-    treedef: Any,
-    state_in: list[Any],
-    step: Any,
-    receiver: Any,
-    specs: Any,
+    treedef: jax.tree_util.PyTreeDef,
+    state_in: list[tf.Tensor],
+    step: tf.Tensor,
+    receiver: InputReceiver,
+    specs: PyTree,
     platforms: Sequence[str],
-) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
+) -> tuple[dict[str, SignatureDef], dict[str, str], list[tf.Tensor]]:
     heads = _signatures.check_heads(export.heads)
 
-    def body(flat_state: list[Any], step: Any, features: PyTree) -> Any:
+    def body(flat_state: list[jax.Array], step: jax.Array, features: PyTree) -> PyTree:
         return export.fn(jax.tree_util.tree_unflatten(treedef, flat_state), step, features, None)["heads"]
 
     outputs = _graph.convert(body, [None, None, specs], platforms)(state_in, step, receiver.features)
@@ -178,26 +185,28 @@ def _predict(
 def _supervised(
     mode: str,
     export: ModeExport,
-    treedef: Any,
-    state_vars: list[Any],
-    state_in: list[Any],
-    step_var: Any,
-    step: Any,
-    receiver: Any,
-    specs: tuple[Any, Any],
+    treedef: jax.tree_util.PyTreeDef,
+    state_vars: list[tf.Variable],
+    state_in: list[tf.Tensor],
+    step_var: tf.Variable | None,
+    step: tf.Tensor,
+    receiver: InputReceiver,
+    specs: tuple[PyTree, PyTree],
     platforms: Sequence[str],
-) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
+) -> tuple[dict[str, SignatureDef], dict[str, str], list[tf.Tensor | tf.Operation]]:
     features, labels = receiver.features, getattr(receiver, "labels", None)
     values: dict[str, Any] = {}
     updates: dict[str, Any] = {}
     extra: list[Any] = []
 
-    def model(flat_state: list[Any], step: Any, f: Any, lab: Any) -> Mapping[str, Any]:
+    def model(flat_state: list[jax.Array], step: ArrayLike, f: PyTree, lab: PyTree) -> dict[str, PyTree]:
         return export.fn(jax.tree_util.tree_unflatten(treedef, flat_state), step, f, lab)
 
     if mode == TRAIN:
 
-        def train_body(flat_state: list[Any], step: Any, f: Any, lab: Any) -> Any:
+        def train_body(
+            flat_state: list[jax.Array], step: jax.Array, f: PyTree, lab: PyTree
+        ) -> tuple[jax.Array, PyTree, list[jax.Array]]:
             out = model(flat_state, step, f, lab)
             return out["loss"], out["predictions"], jax.tree_util.tree_leaves(out["new_state"])
 
@@ -219,10 +228,12 @@ def _supervised(
         metric_vars, metric_def = _metric_variables(dict(abstract))
         acc_in = [v.value() for v in metric_vars]
 
-        def merged_values(acc: Any) -> dict[str, Any]:
+        def merged_values(acc: dict[str, MetricState]) -> dict[str, PyTree]:
             return {name: state.compute() for name, state in acc.items()}
 
-        def eval_body(flat_state: list[Any], step: Any, flat_acc: list[Any], f: Any, lab: Any) -> Any:
+        def eval_body(
+            flat_state: list[jax.Array], step: jax.Array, flat_acc: list[jax.Array], f: PyTree, lab: PyTree
+        ) -> tuple[jax.Array, PyTree, list[jax.Array], dict[str, PyTree]]:
             out = model(flat_state, step, f, lab)
             acc = jax.tree_util.tree_unflatten(metric_def, flat_acc)
             merged = {name: acc[name].merge(out["metrics"][name]) for name in acc}
@@ -242,7 +253,7 @@ def _supervised(
                     name: tf.identity(t, name=f"update_op_{i}") for i, (name, t) in enumerate(after.items())
                 }
 
-            def value_body(flat_acc: list[Any]) -> Any:
+            def value_body(flat_acc: list[jax.Array]) -> dict[str, PyTree]:
                 return merged_values(jax.tree_util.tree_unflatten(metric_def, flat_acc))
 
             values = _graph.convert(value_body, [None], platforms)([v.value() for v in metric_vars])
@@ -258,7 +269,7 @@ def build(
     mode: str,
     export: ModeExport,
     leaves: Sequence[tuple[str, np.ndarray]],
-    treedef: Any,
+    treedef: jax.tree_util.PyTreeDef,
     global_step: int | None,
     platforms: Sequence[str],
 ) -> ModeGraph:

@@ -12,13 +12,19 @@ a TRAIN/EVAL SavedModel exposes metric ``name`` as the outputs
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.saved_model.model_utils import export_output as tfs
 
 from jaxspec.export import export_output as jx
+from jaxspec.spec.fn_types import PyTree
+
+# array -> tensor (``tf.convert_to_tensor``, or a graph constant).
+ToTensor: TypeAlias = Callable[[np.ndarray], tf.Tensor]
+# tensor, or a structure of them -> numpy (``session.run``, or eager ``.numpy()``).
+Fetch: TypeAlias = Callable[[PyTree], PyTree]
 
 RESERVED_METRIC_NAMES = ("loss", "global_step")
 _METRICS = "metrics"
@@ -26,7 +32,9 @@ _VALUE = "value"
 _UPDATE = "update_op"
 
 
-def _classes_to_tf(head: Any, scores: Any, to_tensor: Callable[[Any], Any]) -> Any:
+def _classes_to_tf(
+    head: jx.ClassificationOutput, scores: tf.Tensor | None, to_tensor: ToTensor
+) -> tf.Tensor | None:
     """A jaxspec head's classes as TF's string tensor: a vocabulary is tiled to
     ``[batch, K]`` (batch from scores; 1 without scores), integer ids become strings."""
     if head.classes is None:
@@ -42,23 +50,23 @@ def _classes_to_tf(head: Any, scores: Any, to_tensor: Callable[[Any], Any]) -> A
 class _ToTF:
     """A jaxspec head as TensorFlow's export output of the same kind."""
 
-    def __init__(self, to_tensor: Callable[[Any], Any]) -> None:
+    def __init__(self, to_tensor: ToTensor) -> None:
         self.to_tensor = to_tensor
 
-    def classification(self, head: jx.ClassificationOutput) -> Any:
+    def classification(self, head: jx.ClassificationOutput) -> tfs.ClassificationOutput:
         scores = None if head.scores is None else tf.cast(self.to_tensor(np.asarray(head.scores)), tf.float32)
         return tfs.ClassificationOutput(scores=scores, classes=_classes_to_tf(head, scores, self.to_tensor))
 
-    def regression(self, head: jx.RegressionOutput) -> Any:
+    def regression(self, head: jx.RegressionOutput) -> tfs.RegressionOutput:
         return tfs.RegressionOutput(tf.cast(self.to_tensor(np.asarray(head.value)), tf.float32))
 
-    def predict(self, head: jx.PredictOutput) -> Any:
+    def predict(self, head: jx.PredictOutput) -> tfs.PredictOutput:
         return tfs.PredictOutput({k: self.to_tensor(np.asarray(v)) for k, v in head.outputs.items()})
 
 
 def export_outputs_to_tf(
-    export_outputs: Mapping[str, Any], to_tensor: Callable[[Any], Any] = tf.convert_to_tensor
-) -> dict[str, Any]:
+    export_outputs: Mapping[str, jx.ExportOutput], to_tensor: ToTensor = tf.convert_to_tensor
+) -> dict[str, tfs.ExportOutput]:
     """jaxspec export outputs → TensorFlow's, head by head, same keys.
 
     Args:
@@ -74,7 +82,7 @@ def export_outputs_to_tf(
     Raises:
       TypeError: a value is not a jaxspec ExportOutput.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, tfs.ExportOutput] = {}
     for key, head in export_outputs.items():
         if not isinstance(head, jx.ExportOutput):
             raise TypeError(f"export_outputs[{key!r}] is not a jaxspec ExportOutput: {type(head).__name__}.")
@@ -82,7 +90,7 @@ def export_outputs_to_tf(
     return out
 
 
-def _eager_value(tensor: Any) -> np.ndarray:
+def _eager_value(tensor: tf.Tensor) -> np.ndarray:
     if not hasattr(tensor, "numpy"):
         raise TypeError(
             "a graph tensor has no value here; pass fetch=session.run (or evaluate the outputs eagerly)."
@@ -90,7 +98,7 @@ def _eager_value(tensor: Any) -> np.ndarray:
     return tensor.numpy()
 
 
-def _classes_from_tf(key: str, classes: np.ndarray) -> Any:
+def _classes_from_tf(key: str, classes: np.ndarray) -> list[str]:
     """TF's string classes as a jaxspec vocabulary: every row must name the same classes.
 
     Raises:
@@ -107,8 +115,8 @@ def _classes_from_tf(key: str, classes: np.ndarray) -> Any:
 
 
 def export_outputs_from_tf(
-    export_outputs: Mapping[str, Any], fetch: Callable[[Any], Any] | None = None
-) -> dict[str, Any]:
+    export_outputs: Mapping[str, tfs.ExportOutput], fetch: Fetch | None = None
+) -> dict[str, jx.ExportOutput]:
     """TensorFlow export outputs → jaxspec's (numpy arrays), same keys.
 
     Args:
@@ -122,7 +130,7 @@ def export_outputs_from_tf(
       ValueError: string classes that vary across examples.
     """
     get = fetch or (lambda t: tf.nest.map_structure(_eager_value, t))
-    out: dict[str, Any] = {}
+    out: dict[str, jx.ExportOutput] = {}
     for key, head in export_outputs.items():
         convert = next((fn for kind, fn in _FROM_TF if isinstance(head, kind)), None)
         if convert is None:
@@ -131,14 +139,14 @@ def export_outputs_from_tf(
     return out
 
 
-def _classification_from_tf(key: str, head: Any, get: Callable[[Any], Any]) -> jx.ClassificationOutput:
+def _classification_from_tf(key: str, head: tfs.ClassificationOutput, get: Fetch) -> jx.ClassificationOutput:
     scores = None if head.scores is None else np.asarray(get(head.scores))
     classes = None if head.classes is None else _classes_from_tf(key, get(head.classes))
     return jx.ClassificationOutput(scores=scores, classes=classes)
 
 
 # TensorFlow's kinds (its classes have no visitor), each with its jaxspec conversion.
-_FROM_TF: tuple[tuple[type, Callable[[str, Any, Callable[[Any], Any]], jx.ExportOutput]], ...] = (
+_FROM_TF: tuple[tuple[type, Callable[[str, tfs.ExportOutput, Fetch], jx.ExportOutput]], ...] = (
     (tfs.ClassificationOutput, _classification_from_tf),
     (tfs.RegressionOutput, lambda key, head, get: jx.RegressionOutput(np.asarray(get(head.value)))),
     (
@@ -150,7 +158,7 @@ _FROM_TF: tuple[tuple[type, Callable[[str, Any, Callable[[Any], Any]], jx.Export
 )
 
 
-def check_metric_names(names: Iterable[Any]) -> list[str]:
+def check_metric_names(names: Iterable[object]) -> list[str]:
     """Metric names valid in both worlds: strings (or tuples of strings, joined by ``/``
     as TF does) other than ``loss`` and ``global_step``.
 
@@ -169,7 +177,7 @@ def check_metric_names(names: Iterable[Any]) -> list[str]:
     return checked
 
 
-def metric_output_keys(name: Any) -> tuple[str, str]:
+def metric_output_keys(name: str | tuple[str, ...]) -> tuple[str, str]:
     """The SavedModel output keys of metric ``name`` in a TRAIN/EVAL export:
     ``('metrics/<name>/value', 'metrics/<name>/update_op')``; a name that already starts
     with ``metrics`` is not prefixed again (TensorFlow's rule).

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
-from typing import Any, Self
+from typing import Any, Protocol, Self, TypeAlias
 
 import numpy as np
 import tensorflow as tf
 
-from jaxspec.spec.fn_types import PyTree
+from jaxspec.spec.fn_types import ArrayLike, InputFn, PyTree
 
 # Keys used when a single tensor is given instead of a dict (TF's names).
 FEATURE_KEY = "feature"
@@ -25,9 +25,33 @@ LABEL_KEY = "label"
 EXAMPLES_KEY = "examples"
 
 _TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
+# What a receiver holds: a dense, sparse or ragged graph tensor.
+GraphTensor: TypeAlias = tf.Tensor | tf.SparseTensor | tf.RaggedTensor
 
 
-def split_features_labels(result: Any) -> tuple[Any, Any]:
+class InputReceiver(Protocol):
+    """What an export reads of a receiver fn's result (``ServingInputReceiver``,
+    ``TensorServingInputReceiver``, ``SupervisedInputReceiver`` or a look-alike)."""
+
+    @property
+    def features(self) -> PyTree: ...
+
+    @property
+    def receiver_tensors(self) -> dict[str, tf.Tensor]: ...
+
+
+# ``build_parsing_serving_input_receiver_fn``'s spec: feature key -> how to parse it.
+FeatureSpec: TypeAlias = Mapping[
+    str,
+    tf.io.FixedLenFeature
+    | tf.io.VarLenFeature
+    | tf.io.FixedLenSequenceFeature
+    | tf.io.SparseFeature
+    | tf.io.RaggedFeature,
+]
+
+
+def split_features_labels(result: object) -> tuple[PyTree, PyTree]:
     """``(features, labels)`` from a pair, or ``(result, None)``.
 
     Raises:
@@ -43,7 +67,7 @@ def split_features_labels(result: Any) -> tuple[Any, Any]:
     return result, None
 
 
-def _check_tensor(value: Any, what: str) -> None:
+def _check_tensor(value: object, what: str) -> None:
     """ValueError unless ``value`` is a Tensor, SparseTensor or RaggedTensor (as TF)."""
     if isinstance(value, _TENSOR_TYPES):
         return
@@ -58,7 +82,9 @@ def _check_tensor(value: Any, what: str) -> None:
     )
 
 
-def _as_tensor_dict(value: Any, field: str, single_key: str, allow_int_keys: bool = False) -> dict[Any, Any]:
+def _as_tensor_dict(
+    value: object, field: str, single_key: str, allow_int_keys: bool = False
+) -> dict[str | int, GraphTensor]:
     """Return ``value`` as a dict of tensors (a lone tensor goes under ``single_key``).
 
     Raises:
@@ -67,10 +93,9 @@ def _as_tensor_dict(value: Any, field: str, single_key: str, allow_int_keys: boo
     """
     if value is None:
         raise ValueError(f"{field} is required but was None.")
-    if not isinstance(value, Mapping):
-        value = {single_key: value}
-    out: dict[Any, Any] = {}
-    for key, tensor in value.items():
+    given = value if isinstance(value, Mapping) else {single_key: value}
+    out: dict[str | int, GraphTensor] = {}
+    for key, tensor in given.items():
         key_ok = isinstance(key, str) or (
             allow_int_keys and isinstance(key, (int, np.integer)) and not isinstance(key, bool)
         )
@@ -112,7 +137,7 @@ class ServingInputReceiver(
         cls,
         features: PyTree,
         receiver_tensors: PyTree,
-        receiver_tensors_alternatives: Mapping[str, Any] | None = None,
+        receiver_tensors_alternatives: Mapping[str, PyTree] | None = None,
     ) -> Self:
         features = _as_tensor_dict(features, "features", FEATURE_KEY, allow_int_keys=True)
         receiver_tensors = _as_tensor_dict(receiver_tensors, "receiver_tensors", RECEIVER_KEY)
@@ -146,7 +171,7 @@ class TensorServingInputReceiver(
         cls,
         features: PyTree,
         receiver_tensors: PyTree,
-        receiver_tensors_alternatives: Mapping[str, Any] | None = None,
+        receiver_tensors_alternatives: Mapping[str, PyTree] | None = None,
     ) -> TensorServingInputReceiver:
         if features is None:
             raise ValueError("features is required but was None.")
@@ -156,7 +181,7 @@ class TensorServingInputReceiver(
         return super().__new__(cls, features, receiver_tensors, alternatives)
 
 
-def _check_alternatives(alternatives: Any) -> dict[str, dict[str, Any]] | None:
+def _check_alternatives(alternatives: object) -> dict[str, dict[str | int, GraphTensor]] | None:
     """Wrap each group of ``receiver_tensors_alternatives`` into a dict (a new dict)."""
     if alternatives is None:
         return None
@@ -172,7 +197,7 @@ def _check_alternatives(alternatives: Any) -> dict[str, dict[str, Any]] | None:
 
 
 def build_parsing_serving_input_receiver_fn(
-    feature_spec: Mapping[str, Any], default_batch_size: int | None = None
+    feature_spec: FeatureSpec, default_batch_size: int | None = None
 ) -> Callable[[], ServingInputReceiver]:
     """A serving_input_receiver_fn that parses serialized ``tf.Example``s
     (``tf.estimator.export.build_parsing_serving_input_receiver_fn``).
@@ -202,7 +227,9 @@ def build_parsing_serving_input_receiver_fn(
     return serving_input_receiver_fn
 
 
-def _placeholder_like(value: Any, key: Any, default_batch_size: int | None) -> tf.Tensor:
+def _placeholder_like(
+    value: ArrayLike | tf.Tensor | tf.TensorSpec, key: str | int, default_batch_size: int | None
+) -> tf.Tensor:
     """A placeholder with ``value``'s dtype and shape, its first dimension replaced by
     ``default_batch_size`` (a scalar becomes ``[default_batch_size]``, as in TF)."""
     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
@@ -213,7 +240,7 @@ def _placeholder_like(value: Any, key: Any, default_batch_size: int | None) -> t
         raise ValueError(f"features[{key!r}] has an unknown rank; its shape is needed.")
     shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
     try:  # A graph tensor lends its op name, as TF does (a TensorSpec its name);
-        name = value.op.name  # anything else gets TF's default, 'Placeholder[_N]'.
+        name = value.op.name  # type: ignore[union-attr]  # anything else gets TF's default, 'Placeholder[_N]'.
     except AttributeError:
         name = getattr(value, "name", None) if isinstance(value, tf.TensorSpec) else None
     return tf.compat.v1.placeholder(dtype=dtype, shape=shape, name=name)
@@ -291,7 +318,9 @@ class UnsupervisedInputReceiver(ServingInputReceiver):
         return super().__new__(cls, features, receiver_tensors, None)
 
 
-def _placeholders(value: Any, single_key: str, default_batch_size: int | None) -> tuple[Any, dict[str, Any]]:
+def _placeholders(
+    value: PyTree, single_key: str, default_batch_size: int | None
+) -> tuple[PyTree, dict[str, tf.Tensor]]:
     """Placeholders like ``value`` (a dict or one tensor), and the receiver-tensor dict
     naming them (a single one under ``single_key``)."""
     if isinstance(value, Mapping):
@@ -341,12 +370,12 @@ def build_raw_supervised_input_receiver_fn(
     return supervised_input_receiver_fn
 
 
-def _is_part(value: Any) -> bool:
+def _is_part(value: object) -> bool:
     """A features or labels value: a tensor, an array, a TensorSpec or a dict of them."""
     return isinstance(value, Mapping) or (hasattr(value, "shape") and hasattr(value, "dtype"))
 
 
-def _iterator_specs(dataset: Any) -> Any:
+def _iterator_specs(dataset: tf.data.Dataset) -> PyTree:
     """A dataset's element as TensorSpecs named like the tensors its iterator gives
     (``IteratorGetNext``), for a dataset made outside the graph being built."""
     return tf.nest.map_structure(
@@ -354,7 +383,7 @@ def _iterator_specs(dataset: Any) -> Any:
     )
 
 
-def _features_and_labels(result: Any) -> tuple[Any, Any]:
+def _features_and_labels(result: object) -> tuple[PyTree, PyTree]:
     """``(features, labels)`` from what input_fn returned, read as tf.estimator reads it
     (a Dataset's ``get_next()``, a ``(features, labels)`` pair, or features alone); an
     iterable of such batches (jaxspec's input_fns) gives its first batch.
@@ -380,7 +409,7 @@ def _features_and_labels(result: Any) -> tuple[Any, Any]:
 
 
 def build_supervised_input_receiver_fn_from_input_fn(
-    input_fn: Callable[..., Any], **input_fn_args: Any
+    input_fn: InputFn, **input_fn_args: object
 ) -> Callable[[], SupervisedInputReceiver]:
     """A TRAIN/EVAL input receiver fn shaped like what ``input_fn`` gives (TF's
     ``build_supervised_input_receiver_fn_from_input_fn``).

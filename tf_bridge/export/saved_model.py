@@ -19,7 +19,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import numpy as np
@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.python.util import deprecation as _deprecation
 
 from jaxspec.export.export_output import ExportOutput
-from jaxspec.spec.fn_types import PyTree
+from jaxspec.spec.fn_types import ArrayLike, PyTree
 from jaxspec.store import paths
 from tf_bridge.export import compat as _compat
 from tf_bridge.export import graph as _graph
@@ -36,17 +36,20 @@ from tf_bridge.export import signatures as _signatures
 from tf_bridge.export import validation as _validation
 from tf_bridge.export import warmup as _warmup
 from tf_bridge.export.modes import ModeExport
+from tf_bridge.export.warmup import WarmupRequests
 
 logger = logging.getLogger("tf_bridge")
 
 EXPORT_RECORD = "jaxspec_export.json"
 ASSETS_EXTRA = "assets.extra"
 MODE_ORDER = (_modes.TRAIN, _modes.EVAL, _modes.PREDICT)
+# ``assets_extra``: destination path under ``assets.extra/`` -> the file to copy there.
+AssetsExtra: TypeAlias = Mapping[str, str | os.PathLike[str]]
 _MAX_TIMESTAMP_BUMPS = 100
 
 
 def _copy_assets_extra(
-    export_dir: str, assets_extra: Mapping[str, Any] | None, record: dict[str, Any] | None
+    export_dir: str, assets_extra: AssetsExtra | None, record: dict[str, Any] | None
 ) -> None:
     """Copy ``assets_extra`` (dest relative path → source) and write the export record
     (none when ``record`` is None; no ``assets.extra/`` at all without either)."""
@@ -64,7 +67,7 @@ def _copy_assets_extra(
         f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def _check_assets_extra(assets_extra: Any) -> None:
+def _check_assets_extra(assets_extra: object) -> None:
     if assets_extra is None:
         return
     if not isinstance(assets_extra, Mapping):
@@ -98,7 +101,7 @@ def _move_to_timestamp(base: str, temp_dir: str) -> str:
     raise RuntimeError(f"no free timestamped export directory under {base!r}.")
 
 
-def modes_in_order(modes: Mapping[str, Any]) -> list[str]:
+def modes_in_order(modes: Mapping[str, object]) -> list[str]:
     """The ModeKeys values of ``modes`` that have a value, in tf.estimator's order TRAIN,
     EVAL, PREDICT (the first one's meta graph saves the variables); other keys are left
     out, as TF does."""
@@ -108,7 +111,7 @@ def modes_in_order(modes: Mapping[str, Any]) -> list[str]:
 def write_export_dir(
     export_dir_base: str | bytes | os.PathLike[str],
     write: Callable[[str], dict[str, Any] | None],
-    assets_extra: Mapping[str, Any] | None = None,
+    assets_extra: AssetsExtra | None = None,
     verify: Callable[[str], None] | None = None,
 ) -> str:
     """Write one export directory atomically, for both SavedModel writers (jaxspec models
@@ -211,7 +214,7 @@ def _write_jax_artifact(
     temp_dir: str,
     graphs: Sequence[_modes.ModeGraph],
     modes: Mapping[str, ModeExport],
-    state: Any,
+    state: PyTree,
     leaves: Sequence[tuple[str, np.ndarray]],
     global_step: int | None,
     platforms: Sequence[str],
@@ -245,10 +248,10 @@ def _serving_checks(
     temp_dir: str,
     graphs: Sequence[_modes.ModeGraph],
     predict: ModeExport,
-    state: Any,
+    state: PyTree,
     global_step: int | None,
     jax_artifact: bool,
-    warmup_requests: Any,
+    warmup_requests: WarmupRequests,
     validate: bool | str,
     tolerances: Mapping[str, float] | None,
     runs_here: bool,
@@ -276,17 +279,21 @@ def _serving_checks(
     step = np.int32(0 if global_step is None else global_step)
     heads = jax.jit(lambda s, f: predict.fn(s, step, f, None)["heads"])
 
-    def jax_model(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+    def jax_model(
+        key: str, features: dict[str, np.ndarray], feed: dict[str, np.ndarray]
+    ) -> Mapping[str, ArrayLike]:
         out = heads(state, features["feature"] if single else features)
         return out[serving["signatures"][key][0]]
 
-    references: dict[str, Any] = {"jax": jax_model}
+    references: dict[str, _validation.Reference] = {"jax": jax_model}
     if jax_artifact and serving["signatures"]:
         from jaxspec.export.serving import load_serving
 
         served = load_serving(temp_dir)
 
-        def artifact(key: str, features: dict[str, np.ndarray], feed: Any) -> Mapping[str, Any]:
+        def artifact(
+            key: str, features: dict[str, np.ndarray], feed: dict[str, np.ndarray]
+        ) -> Mapping[str, ArrayLike]:
             fn = served[key]
             return fn(features if fn.inputs_are == "features" else feed)
 
@@ -297,15 +304,15 @@ def _serving_checks(
 def export_all_saved_models(
     export_dir_base: str | bytes | os.PathLike[str],
     modes: Mapping[str, ModeExport],
-    state: Any,
+    state: PyTree,
     *,
-    assets_extra: Mapping[str, Any] | None = None,
+    assets_extra: AssetsExtra | None = None,
     as_text: bool = False,
     global_step: int | None = None,
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
-    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    warmup_requests: WarmupRequests = None,
     validate: bool | str = True,
     validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
@@ -450,18 +457,18 @@ def export_all_saved_models(
 
 def export_saved_model(
     export_dir_base: str | bytes | os.PathLike[str],
-    serving_input_receiver_fn: Callable[[], Any],
-    serving_fn: Callable[[Any, Any], Mapping[str, Mapping[str, Any]]],
-    state: Any,
+    serving_input_receiver_fn: Callable[[], object],
+    serving_fn: Callable[[PyTree, PyTree], Mapping[str, Mapping[str, ArrayLike]]],
+    state: PyTree,
     heads: Mapping[str, ExportOutput],
     *,
-    assets_extra: Mapping[str, Any] | None = None,
+    assets_extra: AssetsExtra | None = None,
     as_text: bool = False,
     global_step: int | None = None,
     platforms: Sequence[str] | None = None,
     verify: bool = True,
     jax_artifact: bool = False,
-    warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+    warmup_requests: WarmupRequests = None,
     validate: bool | str = True,
     validation_tolerances: Mapping[str, float] | None = None,
 ) -> bytes:
@@ -493,7 +500,7 @@ def export_saved_model(
       ValueError, TypeError, ExportCompatibilityError: as ``export_all_saved_models``.
     """
 
-    def fn(state: Any, step: Any, features: PyTree, labels: PyTree) -> dict[str, Any]:
+    def fn(state: PyTree, step: ArrayLike, features: PyTree, labels: PyTree) -> dict[str, PyTree]:
         return {"heads": serving_fn(state, features)}
 
     export = ModeExport(serving_input_receiver_fn, fn, _signatures.check_heads(heads))

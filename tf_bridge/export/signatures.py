@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
@@ -22,14 +22,18 @@ from jaxspec.export.export_output import (
     PredictOutput,
     RegressionOutput,
 )
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.export.receivers import GraphTensor
 
 logger = logging.getLogger("tf_bridge")
 
+# A meta graph's signature (TF's protocol buffer).
+SignatureDef: TypeAlias = meta_graph_pb2.SignatureDef
 DEFAULT_SIGNATURE_KEY = "serving_default"
 _CLASSIFY_KEYS = frozenset({"scores", "classes"})
 
 
-def check_heads(heads: Any) -> dict[str, ExportOutput]:
+def check_heads(heads: object) -> dict[str, ExportOutput]:
     """ValueError unless ``heads`` is a dict of str to ClassificationOutput /
     RegressionOutput / PredictOutput (TF raises ValueError for a bad export_outputs)."""
     if not isinstance(heads, Mapping):
@@ -93,7 +97,7 @@ def _classification(
 
 
 def head_tensors(
-    heads: Mapping[str, ExportOutput], outputs: Any, batch_of: tf.Tensor
+    heads: Mapping[str, ExportOutput], outputs: PyTree, batch_of: tf.Tensor
 ) -> dict[str, dict[str, tf.Tensor]]:
     """The tensors each head's signature exposes, named ``<head>/<output key>``.
 
@@ -174,12 +178,12 @@ def _scope_name(name: str) -> str:
     return cleaned if cleaned and cleaned[0].isalnum() else f"h{cleaned}"
 
 
-def _dtype_name(value: Any) -> str:
+def _dtype_name(value: object) -> str:
     dtype = getattr(value, "dtype", None)
     return getattr(dtype, "name", type(value).__name__)
 
 
-def _unfed_placeholders(inputs: Iterable[Any], outputs: Iterable[tf.Tensor]) -> list[str]:
+def _unfed_placeholders(inputs: Iterable[GraphTensor], outputs: Iterable[tf.Tensor]) -> list[str]:
     """Placeholders that the outputs need but that are not among the inputs (TF refuses
     such signatures: they cannot be served)."""
     fed = {t.name for t in tf.nest.flatten(list(inputs), expand_composites=True)}
@@ -198,7 +202,7 @@ def _unfed_placeholders(inputs: Iterable[Any], outputs: Iterable[tf.Tensor]) -> 
     return sorted(missing)
 
 
-def _one_examples_tensor(head: ExportOutput, receivers: dict[str, Any]) -> None:
+def _one_examples_tensor(head: ExportOutput, receivers: dict[str, GraphTensor]) -> None:
     """ValueError unless the receiver is one string tensor (serialized tf.Examples), as
     TF Serving's Classify and Regress APIs take."""
     kind = head.kind
@@ -218,24 +222,26 @@ def _one_examples_tensor(head: ExportOutput, receivers: dict[str, Any]) -> None:
 class _SignatureDef:
     """Per kind of head: its SignatureDef over the receiver tensors (TF's builders)."""
 
-    def __init__(self, receivers: dict[str, Any], tensors: dict[str, tf.Tensor]) -> None:
+    def __init__(self, receivers: dict[str, GraphTensor], tensors: dict[str, tf.Tensor]) -> None:
         self.receivers, self.tensors = receivers, tensors
 
-    def classification(self, head: ClassificationOutput) -> Any:
+    def classification(self, head: ClassificationOutput) -> SignatureDef:
         (examples,) = self.receivers.values()
         return tf.compat.v1.saved_model.classification_signature_def(
             examples, self.tensors.get("classes"), self.tensors.get("scores")
         )
 
-    def regression(self, head: RegressionOutput) -> Any:
+    def regression(self, head: RegressionOutput) -> SignatureDef:
         (examples,) = self.receivers.values()
         return tf.compat.v1.saved_model.regression_signature_def(examples, self.tensors["outputs"])
 
-    def predict(self, head: PredictOutput) -> Any:
+    def predict(self, head: PredictOutput) -> SignatureDef:
         return tf.compat.v1.saved_model.predict_signature_def(self.receivers, self.tensors)
 
 
-def _one_signature(head: ExportOutput, receivers: dict[str, Any], tensors: dict[str, tf.Tensor]) -> Any:
+def _one_signature(
+    head: ExportOutput, receivers: dict[str, GraphTensor], tensors: dict[str, tf.Tensor]
+) -> SignatureDef:
     """The SignatureDef for one head and one receiver group; ValueError when TF would
     leave it out."""
     if head.takes_examples:
@@ -250,11 +256,11 @@ def _one_signature(head: ExportOutput, receivers: dict[str, Any], tensors: dict[
 
 
 def signature_defs(
-    receiver_tensors: dict[str, Any],
-    alternatives: Mapping[str, dict[str, Any]] | None,
+    receiver_tensors: dict[str, GraphTensor],
+    alternatives: Mapping[str, dict[str, GraphTensor]] | None,
     heads: Mapping[str, ExportOutput],
     tensors: Mapping[str, dict[str, tf.Tensor]],
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[dict[str, SignatureDef], dict[str, str]]:
     """SignatureDefs for every head and receiver group, as tf.estimator's
     ``build_all_signature_defs(serving_only=True)``.
 
@@ -268,9 +274,9 @@ def signature_defs(
       (signature key → SignatureDef, signature key → why it was left out). Each left-out
       signature is logged as a warning on the ``tf_bridge`` logger (TF logs it too).
     """
-    groups: list[tuple[str | None, dict[str, Any]]] = [(None, receiver_tensors)]
+    groups: list[tuple[str | None, dict[str, GraphTensor]]] = [(None, receiver_tensors)]
     groups += [(name, group) for name, group in (alternatives or {}).items()]
-    included: dict[str, Any] = {}
+    included: dict[str, SignatureDef] = {}
     excluded: dict[str, str] = {}
     for group_name, receivers in groups:
         for key, head in heads.items():
@@ -303,7 +309,7 @@ def _prefixed(key: str, prefix: str) -> str:
 
 def supervised_outputs(
     loss: tf.Tensor | None,
-    predictions: Any,
+    predictions: PyTree,
     metric_values: Mapping[str, tf.Tensor],
     metric_updates: Mapping[str, tf.Tensor],
 ) -> dict[str, tf.Tensor]:
@@ -357,8 +363,11 @@ def _tensor_info(tensor: tf.Tensor) -> meta_graph_pb2.TensorInfo:
 
 
 def supervised_signature_defs(
-    signature_key: str, method_name: str, receiver_tensors: dict[str, Any], outputs: dict[str, tf.Tensor]
-) -> tuple[dict[str, Any], dict[str, str]]:
+    signature_key: str,
+    method_name: str,
+    receiver_tensors: dict[str, GraphTensor],
+    outputs: dict[str, tf.Tensor],
+) -> tuple[dict[str, SignatureDef], dict[str, str]]:
     """The one ``train`` or ``eval`` SignatureDef (tf.estimator's
     ``build_all_signature_defs(serving_only=False)``): the receiver tensors as inputs,
     ``outputs`` as outputs. Left out, with a warning, when the receiver is empty or the

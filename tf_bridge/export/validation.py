@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from jaxspec.spec.fn_types import ArrayLike
 from tf_bridge.export import warmup as _warmup
 
 logger = logging.getLogger("tf_bridge")
@@ -32,7 +33,8 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "bfloat16": (2e-2, 1e-2),
 }
 
-Reference = Callable[[str, dict[str, np.ndarray], dict[str, np.ndarray]], Mapping[str, Any]]
+# ``fn(signature key, features, signature feed) -> {output key: array}``: the JAX side.
+Reference = Callable[[str, dict[str, np.ndarray], dict[str, np.ndarray]], Mapping[str, ArrayLike]]
 
 
 class ExportValidationError(RuntimeError):
@@ -41,7 +43,7 @@ class ExportValidationError(RuntimeError):
     tf.estimator never compared two runtimes."""
 
 
-def check_validate(validate: Any, tolerances: Any) -> None:
+def check_validate(validate: bool | str, tolerances: Mapping[str, float] | None) -> None:
     """Check ``validate`` (True, False or ``'warn'``) and ``validation_tolerances``
     (dict of dtype name to relative tolerance) before anything is written.
 
@@ -100,7 +102,7 @@ def _versions() -> dict[str, str]:
 
 def _tf_outputs(
     export_dir: str, rows: _warmup.Rows, names: Mapping[str, Mapping[str, str]]
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]], dict[str, str]]:
     """TF's outputs per serving signature, and the signatures the rows cannot feed (with
     why: e.g. a receiver that parses tf.Example feature names other than the features')."""
     loaded = tf.saved_model.load(export_dir, tags=[_warmup.SERVE_TAG])

@@ -22,12 +22,19 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.core.framework import node_def_pb2
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+
+from jaxspec.spec.fn_types import ArrayLike
+from tf_bridge.export.receivers import InputReceiver
+
+if TYPE_CHECKING:
+    from tensorflow_serving.apis.prediction_log_pb2 import PredictionLog
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_RECORDS = 1000  # TF Serving reads no more than this many warmup records
@@ -37,9 +44,14 @@ REGRESS = "tensorflow/serving/regress"
 PREDICT = "tensorflow/serving/predict"
 
 Rows = list[dict[str, np.ndarray]]
+# ``build(apis, signature key, feed)``: one warmup record (a PredictionLog).
+LogBuilder: TypeAlias = Callable[[types.SimpleNamespace, str, Mapping[str, np.ndarray]], "PredictionLog"]
+# ``warmup_requests``: None, a number of copies of the receiver's example per signature,
+# or feature dicts (feature key -> one row's value, no batch axis).
+WarmupRequests: TypeAlias = int | Sequence[Mapping[str, ArrayLike]] | None
 
 
-def check_warmup_requests(warmup_requests: Any) -> None:
+def check_warmup_requests(warmup_requests: object) -> None:
     """Check ``warmup_requests`` before anything is written.
 
     Raises:
@@ -72,7 +84,9 @@ def check_warmup_requests(warmup_requests: Any) -> None:
 
 
 def feature_rows(
-    warmup_requests: Any, example: Mapping[str, np.ndarray], defaults: Mapping[str, np.ndarray] | None = None
+    warmup_requests: int | Sequence[Mapping[str, ArrayLike]],
+    example: Mapping[str, np.ndarray],
+    defaults: Mapping[str, np.ndarray] | None = None,
 ) -> Rows:
     """The rows to send: the user's feature dicts (each value one row, no batch axis),
     or ``warmup_requests`` copies of ``example``'s first row (the receiver's features at
@@ -84,12 +98,12 @@ def feature_rows(
         does not fit the feature.
     """
     if not isinstance(warmup_requests, Sequence):
-        row = {}
+        first = {}
         for k, v in example.items():
             zeros = np.asarray(v)[0]
             given = (defaults or {}).get(k)
-            row[k] = zeros if given is None else np.broadcast_to(given, zeros.shape).astype(zeros.dtype)
-        return [dict(row) for _ in range(int(warmup_requests))]
+            first[k] = zeros if given is None else np.broadcast_to(given, zeros.shape).astype(zeros.dtype)
+        return [dict(first) for _ in range(int(warmup_requests))]
     rows: Rows = []
     for i, row in enumerate(warmup_requests):
         if set(row) != set(example):
@@ -109,11 +123,11 @@ def feature_rows(
     return rows
 
 
-def receiver_example(receiver_fn: Any) -> dict[str, np.ndarray]:
+def receiver_example(receiver_fn: Callable[[], object]) -> dict[str, np.ndarray]:
     """Zeros at batch 1 (unknown dimensions 1) shaped like ``receiver_fn``'s features,
     built in a scratch graph, by feature key (``'feature'`` for a single tensor)."""
     with tf.Graph().as_default():
-        features = receiver_fn().features
+        features = cast(InputReceiver, receiver_fn()).features
         zeros = tf.nest.map_structure(
             lambda t: np.zeros([1 if d is None else d for d in t.shape.as_list()], t.dtype.as_numpy_dtype),
             features,
@@ -126,7 +140,7 @@ def batch(rows: Rows) -> dict[str, np.ndarray]:
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
-def _serve_meta_graph(export_dir: str) -> Any:
+def _serve_meta_graph(export_dir: str) -> meta_graph_pb2.MetaGraphDef | None:
     """The ``serve`` MetaGraphDef of ``export_dir``'s ``saved_model.pb``/``.pbtxt`` (None
     without one)."""
     proto = saved_model_pb2.SavedModel()
@@ -142,7 +156,7 @@ def _serve_meta_graph(export_dir: str) -> Any:
     return next((m for m in proto.meta_graphs if SERVE_TAG in m.meta_info_def.tags), None)
 
 
-def serving_signatures(export_dir: str) -> dict[str, Any]:
+def serving_signatures(export_dir: str) -> dict[str, meta_graph_pb2.SignatureDef]:
     """The ``serve`` meta graph's SignatureDefs ``{key: SignatureDef}`` of ``export_dir``
     (classify, regress and predict ones only)."""
     meta = _serve_meta_graph(export_dir)
@@ -153,7 +167,7 @@ def serving_signatures(export_dir: str) -> dict[str, Any]:
     }
 
 
-def _const(nodes: Mapping[str, Any], name: str) -> np.ndarray | None:
+def _const(nodes: Mapping[str, node_def_pb2.NodeDef], name: str) -> np.ndarray | None:
     """The value of a constant input (through the Reshape/Identity TF puts in front of a
     parse default), or None."""
     node = nodes.get(name.split(":")[0].lstrip("^"))
@@ -224,14 +238,17 @@ def _feature(value: np.ndarray) -> tf.train.Feature:
     raise TypeError(f"a feature of dtype {flat.dtype} cannot go into a tf.Example.")
 
 
-def example_proto(row: Mapping[str, np.ndarray]) -> Any:
+def example_proto(row: Mapping[str, np.ndarray]) -> tf.train.Example:
     """One ``tf.train.Example`` of a row (ints as int64_list, floats as float_list,
     strings as bytes_list, each flattened as ``tf.io.parse_example`` reads it back)."""
     return tf.train.Example(features=tf.train.Features(feature={k: _feature(v) for k, v in row.items()}))
 
 
 def signature_feed(
-    signature: Any, rows: Rows, names: Mapping[str, str] | None, example_keys: frozenset[str]
+    signature: meta_graph_pb2.SignatureDef,
+    rows: Rows,
+    names: Mapping[str, str] | None,
+    example_keys: frozenset[str],
 ) -> dict[str, np.ndarray]:
     """What ``signature`` takes for ``rows``: ``{input name: array}``. Its inputs by name
     (``names``: input name -> feature key, when the writer knows them; else the rows'
@@ -256,7 +273,7 @@ def signature_feed(
     )
 
 
-def run_signature(loaded: Any, key: str, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_signature(loaded: tf.Module, key: str, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run signature ``key`` of a ``tf.saved_model.load``-ed model on ``feed``.
 
     Raises:
@@ -271,7 +288,7 @@ def run_signature(loaded: Any, key: str, feed: Mapping[str, np.ndarray]) -> dict
     return {k: v.numpy() for k, v in result.items()}
 
 
-def _serving_apis() -> Any:
+def _serving_apis() -> types.SimpleNamespace:
     try:
         from tensorflow_serving.apis import (
             classification_pb2,
@@ -292,7 +309,7 @@ def _serving_apis() -> Any:
     )
 
 
-def _predict_log(apis: Any, key: str, feed: Mapping[str, np.ndarray]) -> Any:
+def _predict_log(apis: types.SimpleNamespace, key: str, feed: Mapping[str, np.ndarray]) -> PredictionLog:
     request = apis.predict_pb2.PredictRequest()
     request.model_spec.signature_name = key
     for name, value in feed.items():
@@ -302,11 +319,11 @@ def _predict_log(apis: Any, key: str, feed: Mapping[str, np.ndarray]) -> Any:
     )
 
 
-def _examples_log(module: str, request_class: str, log_field: str, log_class: str) -> Any:
+def _examples_log(module: str, request_class: str, log_field: str, log_class: str) -> LogBuilder:
     """A builder of Classify/Regress logs: the request (``module.request_class``) holds
     the serialized tf.Examples of the feed's one input."""
 
-    def build(apis: Any, key: str, feed: Mapping[str, np.ndarray]) -> Any:
+    def build(apis: types.SimpleNamespace, key: str, feed: Mapping[str, np.ndarray]) -> PredictionLog:
         request = getattr(getattr(apis, module), request_class)()
         request.model_spec.signature_name = key
         (serialized,) = feed.values()

@@ -21,30 +21,33 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import tensorflow as tf
+from tensorflow.python.feature_column.feature_column_v2 import NumericColumn
 
 from jaxspec.rules import head_args as rules
-from jaxspec.rules.head_args import fn_args
+from jaxspec.rules.head_args import Shape, fn_args
 from jaxspec.rules.head_keys import Reduction
 from jaxspec.spec.fn_types import PyTree
 
 TensorLike: TypeAlias = tf.types.experimental.TensorLike
+# A head's ``weight_column``: None, a feature key, or a ``tf.feature_column.numeric_column``.
+WeightColumn: TypeAlias = str | NumericColumn | None
 
 # tf.estimator's loss reductions are Keras's (tf.keras.losses.Reduction in TF <= 2.15,
 # tf_keras.losses.Reduction today): the same strings as ``Reduction``.
 REDUCTION_SUM_OVER_BATCH_SIZE = Reduction.SUM_OVER_BATCH_SIZE
 
 
-def _shape(t: Any) -> tuple[Any, ...] | None:
+def _shape(t: tf.Tensor) -> Shape:
     return None if t.shape.rank is None else tuple(t.shape.as_list())
 
 
-def _static_equal(shape: tuple[Any, ...] | None, expected: tuple[Any, ...] | None) -> bool:
+def _static_equal(shape: Shape, expected: Shape) -> bool:
     """True when both shapes are fully known and equal (no run-time check needed)."""
     known = shape is not None and expected is not None and None not in shape and None not in expected
     return known and tuple(shape) == tuple(expected)  # type: ignore[arg-type]
 
 
-def _broadcastable(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+def _broadcastable(a: Shape, b: Shape) -> bool:
     try:
         tf.broadcast_static_shape(tf.TensorShape(a), tf.TensorShape(b))
     except ValueError:
@@ -62,14 +65,14 @@ def same_shape(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     return tf.logical_and(tf.equal(size_a, size_b), tf.reduce_all(tf.equal(pad_a, pad_b)))
 
 
-def _assert_in_graph(ok: tf.Tensor, value: tf.Tensor, data: list[Any]) -> tf.Tensor:
+def _assert_in_graph(ok: tf.Tensor, value: tf.Tensor, data: list[object]) -> tf.Tensor:
     """``value`` behind an assertion of ``ok`` (InvalidArgumentError with ``data`` when the
     graph runs and ``ok`` is False)."""
     with tf.control_dependencies([tf.debugging.Assert(ok, data, summarize=16)]):
         return tf.identity(value)
 
 
-def static_n_classes(n_classes: Any, minimum: int) -> Any:
+def static_n_classes(n_classes: int | tf.Tensor, minimum: int) -> int:
     """``n_classes`` as a Python int when it is a tensor whose value is known while
     building (``tf.constant(3)``, as TF 2.15's heads accepted); anything else unchanged
     (``jaxspec.rules.head_args.check_n_classes`` checks it).
@@ -166,7 +169,7 @@ def check_label_range(labels: tf.Tensor, n_classes: int, message: str | None = N
         return tf.identity(labels)
 
 
-def _weight_tensor(features: PyTree, weight_column: Any) -> tf.Tensor:
+def _weight_tensor(features: PyTree, weight_column: WeightColumn) -> tf.Tensor:
     if isinstance(weight_column, str):
         key, normalizer = weight_column, None
     elif (
@@ -196,7 +199,9 @@ def _weight_tensor(features: PyTree, weight_column: Any) -> tf.Tensor:
     return tf.cast(weights, tf.float32)
 
 
-def weights_for(features: PyTree, weight_column: Any, logits: tf.Tensor, per_logit: bool = False) -> Any:
+def weights_for(
+    features: PyTree, weight_column: WeightColumn, logits: tf.Tensor, per_logit: bool = False
+) -> tf.Tensor | float:
     """The example weights, float32 ``[D0, ..., DN, 1]`` (or ``logits``' shape with
     ``per_logit``); 1.0 without a weight column. Weights one rank below logits get a last
     dimension of 1.

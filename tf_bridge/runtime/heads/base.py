@@ -46,7 +46,7 @@ def keras_metrics() -> types.ModuleType:
     return tf_keras.metrics
 
 
-class Head(HeadInterface):
+class Head(HeadInterface["TensorLike", "tf.Tensor", "KerasMetric"]):
     """Interface for a head (``tf.estimator.Head``): subclass it for your own head.
 
     Subclasses implement the properties ``name``, ``logits_dimension``, ``loss_reduction``
@@ -218,13 +218,13 @@ def train_summaries(
 
 def eval_metrics_pair(
     fn: Callable[..., Any], kwargs: dict[str, Any]
-) -> tuple[Callable[..., Any], dict[str, Any]]:
+) -> tuple[Callable[..., Any], dict[str, tf.Tensor]]:
     """A TPUEstimatorSpec ``eval_metrics`` pair: the tensor arguments travel as tensors,
     the others are bound into the function."""
     tensors = {k: v for k, v in kwargs.items() if tf.is_tensor(v)}
     fixed = {k: v for k, v in kwargs.items() if not tf.is_tensor(v)}
 
-    def metric_fn(**given: Any) -> Any:
+    def metric_fn(**given: tf.Tensor) -> Any:
         return fn(**fixed, **given)
 
     return metric_fn, tensors

@@ -54,8 +54,8 @@ class MultiClassHead(MultiClassHeadArgs, base_template.HeadTemplate):
 
     def __init__(
         self,
-        n_classes: Any,
-        weight_column: Any = None,
+        n_classes: int | tf.Tensor,
+        weight_column: _checks.WeightColumn = None,
         label_vocabulary: Sequence[str] | None = None,
         loss_reduction: str = _checks.REDUCTION_SUM_OVER_BATCH_SIZE,
         loss_fn: Callable[..., Any] | None = None,

@@ -62,7 +62,7 @@ class MultiHead(MultiHeadArgs, base.Head):
         labels: dict[str, tf.types.experimental.TensorLike],
         logits: tf.types.experimental.TensorLike | dict[str, tf.types.experimental.TensorLike],
         features: PyTree = None,
-        mode: Any = None,
+        mode: str | None = None,
         regularization_losses: Sequence[tf.Tensor] | None = None,
     ) -> tf.Tensor:
         """The heads' losses times their weights, summed, plus the regularization losses.

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from jaxspec.inputs.reading import TableReading
 from jaxspec.rules.feeding import RowReader, queue_warnings
+from jaxspec.spec.fn_types import PyTree
 
 
-def column_dtype(values: np.ndarray) -> Any:
+def column_dtype(values: np.ndarray) -> tf.DType:
     """The TF dtype of a column: numpy's, or ``tf.string`` for strings and objects
     (TF 2.15 refused object columns, which pandas gives for text, with a TypeError)."""
     if values.dtype.kind in ("U", "S", "O", "T"):
@@ -38,7 +38,7 @@ def column_dtype(values: np.ndarray) -> Any:
 class _ReaderFeed:
     """The numpy_function of one reader: the next chunk of every column."""
 
-    def __init__(self, reader: RowReader, columns: list[np.ndarray], dtypes: list[Any]) -> None:
+    def __init__(self, reader: RowReader, columns: list[np.ndarray], dtypes: list[tf.DType]) -> None:
         self._reader = reader
         self._columns = [
             c.astype(object) if d == tf.string else c for c, d in zip(columns, dtypes, strict=True)
@@ -52,7 +52,7 @@ class _ReaderFeed:
 
 
 def enqueue_columns(
-    columns: Mapping[Any, np.ndarray],
+    columns: Mapping[str, np.ndarray],
     capacity: int,
     shuffle: bool,
     min_after_dequeue: int,
@@ -60,7 +60,7 @@ def enqueue_columns(
     batch_size: int,
     num_epochs: int | None,
     name: str = "enqueue_input",
-) -> Any:
+) -> tf.queue.QueueBase:
     """A queue of the table's rows, fed by a queue runner in the default graph.
 
     Args:
@@ -102,7 +102,7 @@ def enqueue_columns(
     return queue
 
 
-def _fill_summary(queue: Any, capacity: int, min_after_dequeue: int) -> None:
+def _fill_summary(queue: tf.queue.QueueBase, capacity: int, min_after_dequeue: int) -> None:
     """TF 2.15's scalar summary of how full the queue is above ``min_after_dequeue``
     (tag ``queue/<queue name>fraction_over_<min>_of_<capacity - min>_full``)."""
     room = max(capacity - min_after_dequeue, 1)
@@ -113,7 +113,9 @@ def _fill_summary(queue: Any, capacity: int, min_after_dequeue: int) -> None:
     )
 
 
-def dequeue_batch(queue: Any, keys: list[Any], batch_size: int, num_epochs: int | None) -> dict[Any, Any]:
+def dequeue_batch(
+    queue: tf.queue.QueueBase, keys: list[str], batch_size: int, num_epochs: int | None
+) -> dict[str, tf.Tensor]:
     """One batch of the queue as a dict of tensors: ``batch_size`` rows every time when
     ``num_epochs`` is None (``dequeue_many``: the batch dimension is static), else up
     to ``batch_size`` (``dequeue_up_to``: the last batch may be short)."""
@@ -139,7 +141,7 @@ def require_graph_mode(fn_name: str) -> None:
         )
 
 
-def queue_input_fn(reading: TableReading) -> Callable[[], Any]:
+def queue_input_fn(reading: TableReading) -> Callable[[], PyTree]:
     """tf_bridge's feed of a ``TableReading``: an input_fn that, called in a graph, makes
     the table, queues its rows (``enqueue_columns``) and returns one dequeued batch, as
     features or ``(features, labels)``.
@@ -148,7 +150,7 @@ def queue_input_fn(reading: TableReading) -> Callable[[], Any]:
       RuntimeError: TF is executing eagerly; or what making the table raises.
     """
 
-    def input_fn() -> Any:
+    def input_fn() -> PyTree:
         table = reading.make_table()
         require_graph_mode(reading.fn_name)
         queue = enqueue_columns(

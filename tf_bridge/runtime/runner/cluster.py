@@ -5,17 +5,21 @@ task) and the task's ``tf.distribute.Server``."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 from tensorflow.python.training import device_setter, server_lib
+
+if TYPE_CHECKING:
+    from tf_bridge.runtime.run_config import RunConfig
 
 _log = logging.getLogger("tf_bridge")
 
 TRAINER_JOBS = ("chief", "master", "worker")
 
 
-def device_function(config: Any) -> Any:
+def device_function(config: RunConfig) -> Callable[[tf.Operation], str] | None:
     """``config.device_fn``, else with parameter servers in the cluster a
     ``tf.compat.v1.train.replica_device_setter`` placing variables round-robin on the
     ``ps`` tasks and the other ops on this task; else None (no placement)."""
@@ -33,7 +37,7 @@ def device_function(config: Any) -> Any:
     )
 
 
-def start_server(config: Any) -> Any:
+def start_server(config: RunConfig) -> tf.distribute.Server | None:
     """Start this task's ``tf.distribute.Server`` (None for a one-task cluster, which
     needs none).
 

@@ -13,16 +13,18 @@ import copy
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn, TypeAlias
 
+import numpy as np
 import tensorflow as tf
 
 from jaxspec.estimators.estimator import resolve_model_dir
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.warm_start import WarmStartSettingsBase
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.export.saved_model import modes_in_order
-from tf_bridge.export.warmup import check_warmup_requests
+from tf_bridge.export.warmup import WarmupRequests, check_warmup_requests
 from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner import evaluate as _evaluate
 from tf_bridge.runtime.runner import model_fn_saved_model as _export
@@ -49,7 +51,11 @@ class WarmStartSettings(WarmStartSettingsBase):
     __slots__ = ()
 
 
-def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
+# ``warm_start_from``: a checkpoint, model_dir or SavedModel path, or WarmStartSettings.
+WarmStartFrom: TypeAlias = str | bytes | os.PathLike[str] | WarmStartSettings | None
+
+
+def as_warm_start_settings(warm_start_from: WarmStartFrom) -> WarmStartSettings | None:
     """None, a checkpoint/model_dir path, a SavedModel directory (its variables are used)
     or WarmStartSettings, as tf.estimator accepts.
 
@@ -70,7 +76,11 @@ def as_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
     )
 
 
-def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -> Any:
+def resolve_config(
+    config: RunConfig | None,
+    model_dir: str | os.PathLike[str] | None,
+    config_type: type[RunConfig] = RunConfig,
+) -> RunConfig:
     """The config, checked to be a ``config_type``, with model_dir settled by jaxspec's
     ``resolve_model_dir`` (tf.estimator's rule: the two must agree; neither set means a
     temporary directory).
@@ -85,7 +95,9 @@ def resolve_config(config: Any, model_dir: Any, config_type: type = RunConfig) -
     return resolve_model_dir(config, os.fsdecode(model_dir) if model_dir else None)
 
 
-def check_hooks(hooks: Any) -> list[Any]:
+def check_hooks(
+    hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None,
+) -> list[tf.compat.v1.train.SessionRunHook]:
     """The hooks given to train/evaluate/predict as a list.
 
     Raises:
@@ -98,7 +110,9 @@ def check_hooks(hooks: Any) -> list[Any]:
     return hooks
 
 
-def check_listeners(listeners: Any) -> list[Any]:
+def check_listeners(
+    listeners: Iterable[tf.compat.v1.train.CheckpointSaverListener] | None,
+) -> list[tf.compat.v1.train.CheckpointSaverListener]:
     """saving_listeners as a list.
 
     Raises:
@@ -124,7 +138,7 @@ ALLOWED_OVERRIDES = frozenset(
 )
 
 
-def check_members_not_overridden(est: Any) -> None:
+def check_members_not_overridden(est: Estimator) -> None:
     """tf.estimator's rule for subclasses: a class outside tf_bridge that derives from a
     tf_bridge Estimator may not redefine the Estimator's members (``ALLOWED_OVERRIDES``
     excepted); tf_bridge's own subclasses (TPUEstimator, NPUEstimator) are exempt.
@@ -147,7 +161,7 @@ def check_members_not_overridden(est: Any) -> None:
         )
 
 
-def _check_steps(name: str, value: Any) -> None:
+def _check_steps(name: str, value: int | None) -> None:
     if value is not None and value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}.")
 
@@ -179,11 +193,11 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None,
-        model_dir: Any = None,
-        config: Any = None,
+        model_fn: Callable[..., EstimatorSpec] | None,
+        model_dir: str | os.PathLike[str] | None = None,
+        config: RunConfig | None = None,
         params: dict[str, Any] | None = None,
-        warm_start_from: Any = None,
+        warm_start_from: WarmStartFrom = None,
     ) -> None:
         check_members_not_overridden(self)
         self._config = resolve_config(config, model_dir, self._config_type)
@@ -203,7 +217,7 @@ class Estimator:
         return self._model_dir
 
     @property
-    def config(self) -> Any:
+    def config(self) -> RunConfig:
         """A deep copy of the RunConfig."""
         return copy.deepcopy(self._config)
 
@@ -213,17 +227,17 @@ class Estimator:
         return copy.deepcopy(self._params)
 
     @property
-    def model_fn(self) -> Callable[..., Any]:
+    def model_fn(self) -> Callable[..., EstimatorSpec]:
         """``model_fn(features, labels, mode, config)`` bound to this Estimator's params."""
 
-        def public_model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+        def public_model_fn(features: PyTree, labels: PyTree, mode: str, config: RunConfig) -> EstimatorSpec:
             return self._call_model_fn(features, labels, mode, config)
 
         return public_model_fn
 
     # -- hooks for subclasses -------------------------------------------------------------
 
-    def _create_global_step(self, graph: Any) -> Any:
+    def _create_global_step(self, graph: tf.Graph) -> tf.Variable:
         """The int64 ``global_step`` variable (``tf.compat.v1.train.create_global_step``)."""
         return tf.compat.v1.train.create_global_step(graph)
 
@@ -231,7 +245,9 @@ class Estimator:
         """params as input_fn receives them in ``mode``."""
         return self.params
 
-    def _call_model_fn(self, features: Any, labels: Any, mode: str, config: Any, export: bool = False) -> Any:
+    def _call_model_fn(
+        self, features: PyTree, labels: PyTree, mode: str, config: RunConfig, export: bool = False
+    ) -> EstimatorSpec:
         """Call model_fn; return the EstimatorSpec the runner uses.
 
         Raises:
@@ -280,7 +296,7 @@ class Estimator:
         """
         return [name for name, _ in tf.train.list_variables(self._require_checkpoint())]
 
-    def get_variable_value(self, name: str) -> Any:
+    def get_variable_value(self, name: str) -> np.ndarray:
         """The value (numpy) of variable ``name`` in the latest checkpoint.
 
         Raises:
@@ -292,11 +308,11 @@ class Estimator:
 
     def train(
         self,
-        input_fn: Callable[..., Any],
-        hooks: Any = None,
+        input_fn: InputFn,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         steps: int | None = None,
         max_steps: int | None = None,
-        saving_listeners: Any = None,
+        saving_listeners: Iterable[tf.compat.v1.train.CheckpointSaverListener] | None = None,
     ) -> Estimator:
         """Train until ``steps`` more steps, global step ``max_steps``, or the input's end
         (``tf.estimator.Estimator.train``). Returns self.
@@ -338,9 +354,9 @@ class Estimator:
 
     def evaluate(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         steps: int | None = None,
-        hooks: Any = None,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         checkpoint_path: str | None = None,
         name: str | None = None,
     ) -> dict[str, Any]:
@@ -368,9 +384,9 @@ class Estimator:
 
     def predict(
         self,
-        input_fn: Callable[..., Any],
-        predict_keys: Any = None,
-        hooks: Any = None,
+        input_fn: InputFn,
+        predict_keys: str | Sequence[str] | None = None,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         checkpoint_path: str | None = None,
         yield_single_examples: bool = True,
     ) -> Iterator[Any]:
@@ -408,13 +424,13 @@ class Estimator:
 
     def export_saved_model(
         self,
-        export_dir_base: Any,
-        serving_input_receiver_fn: Callable[[], Any],
+        export_dir_base: str | bytes | os.PathLike[str],
+        serving_input_receiver_fn: Callable[[], object] | None,
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
         experimental_mode: str = ModeKeys.PREDICT,
-        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        warmup_requests: WarmupRequests = None,
     ) -> bytes:
         """Export the model in ``experimental_mode`` (PREDICT: tag ``serve``) as a SavedModel
         under ``export_dir_base/<timestamp>`` (``tf.estimator.Estimator.export_saved_model``).
@@ -446,7 +462,7 @@ class Estimator:
         )
 
     @property
-    def export_savedmodel(self) -> Any:
+    def export_savedmodel(self) -> NoReturn:
         """TF1's name, hidden on the v2 Estimator as in TF 2.15: reading it raises
         AttributeError (``hasattr`` is False on an instance, True on the class). The v1
         classes (``tf.compat.v1.estimator.Estimator``, TPUEstimator, ...) have the method.
@@ -458,12 +474,12 @@ class Estimator:
 
     def experimental_export_all_saved_models(
         self,
-        export_dir_base: Any,
-        input_receiver_fn_map: dict[str, Any],
+        export_dir_base: str | bytes | os.PathLike[str],
+        input_receiver_fn_map: Mapping[str, Callable[[], object] | None],
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
-        warmup_requests: int | Sequence[Mapping[str, Any]] | None = None,
+        warmup_requests: WarmupRequests = None,
     ) -> bytes:
         """One SavedModel with a metagraph per mode of ``input_receiver_fn_map``
         (tags: TRAIN ``train``, EVAL ``eval``, PREDICT ``serve``), variables from the
@@ -484,13 +500,13 @@ class Estimator:
 
     def _export_all(
         self,
-        export_dir_base: Any,
-        input_receiver_fn_map: dict[str, Any],
+        export_dir_base: str | bytes | os.PathLike[str],
+        input_receiver_fn_map: Mapping[str, Callable[[], object] | None],
         assets_extra: dict[str, str] | None,
         as_text: bool,
         checkpoint_path: str | None,
         strip_default_attrs: bool = True,
-        warmup_requests: Any = None,
+        warmup_requests: WarmupRequests = None,
     ) -> bytes:
         check_warmup_requests(warmup_requests)
         receiver_fn_map = dict(input_receiver_fn_map)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from jaxspec.spec.fn_types import InputFn
 from tf_bridge.runtime.runner.plan import TFRunPlan
 from tf_bridge.runtime.runner_hooks import StopAfterNEvalsHook
 
@@ -24,9 +25,11 @@ _log = logging.getLogger("tf_bridge")
 
 LOSS_METRIC_KEY = "loss"
 GLOBAL_STEP_KEY = tf.compat.v1.GraphKeys.GLOBAL_STEP
+# One of eval_metric_ops: TF's ``(value tensor, update op)`` pair.
+MetricOp: TypeAlias = tuple[tf.Tensor, tf.Operation | tf.Tensor]
 
 
-def get_or_create_eval_step() -> Any:
+def get_or_create_eval_step() -> tf.Variable:
     """The int64 local variable counting evaluation batches (collection ``eval_step``)."""
     graph = tf.compat.v1.get_default_graph()
     existing = graph.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP)
@@ -44,7 +47,7 @@ def get_or_create_eval_step() -> Any:
     )
 
 
-def metric_ops_with_loss(eval_metric_ops: dict[str, Any], loss: Any) -> dict[str, Any]:
+def metric_ops_with_loss(eval_metric_ops: dict[str, MetricOp], loss: tf.Tensor) -> dict[str, MetricOp]:
     """eval_metric_ops plus ``loss`` = mean of the per-batch loss.
 
     Raises:
@@ -60,7 +63,7 @@ def metric_ops_with_loss(eval_metric_ops: dict[str, Any], loss: Any) -> dict[str
     return ops
 
 
-def split_update_ops(metric_ops: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def split_update_ops(metric_ops: dict[str, MetricOp]) -> tuple[tf.Operation | None, dict[str, tf.Tensor]]:
     """(one op running every update, dict of metric value tensors), in name order."""
     updates = []
     values = {}
@@ -71,8 +74,16 @@ def split_update_ops(metric_ops: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def build_eval_graph(
-    plan: TFRunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None
-) -> tuple[Any, ...]:
+    plan: TFRunPlan,
+    input_fn: InputFn,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
+    checkpoint_path: str | None,
+) -> tuple[
+    tf.compat.v1.train.Scaffold,
+    tf.Operation | None,
+    dict[str, tf.Tensor],
+    list[tf.compat.v1.train.SessionRunHook],
+]:
     """Build the EVAL graph in the default graph: (scaffold, update op, value dict, hooks).
 
     Raises:
@@ -107,10 +118,10 @@ def build_eval_graph(
 def evaluate_once(
     plan: TFRunPlan,
     checkpoint_path: str | None,
-    scaffold: Any,
-    update_op: Any,
-    values: dict[str, Any],
-    hooks: list[Any],
+    scaffold: tf.compat.v1.train.Scaffold,
+    update_op: tf.Operation | None,
+    values: dict[str, tf.Tensor],
+    hooks: list[tf.compat.v1.train.SessionRunHook],
 ) -> dict[str, Any]:
     """Run the update op per batch until a hook stops or the input ends; return the
     metric values read once at the end."""
@@ -141,7 +152,7 @@ def evaluate_once(
     return final.final_ops_values
 
 
-def _summary_value(summary: Any, key: str, value: Any) -> None:
+def _summary_value(summary: summary_pb2.Summary, key: str, value: object) -> None:
     """Add ``value`` to ``summary`` as tf.estimator did: floats and ints as simple values,
     numpy arrays as tensors, serialized Summary protos unpacked; others skipped."""
     if isinstance(value, (np.float32, float)):
@@ -192,7 +203,11 @@ def write_checkpoint_path_summary(output_dir: str, checkpoint_path: str, global_
 
 
 def run_evaluate(
-    plan: TFRunPlan, input_fn: Any, hooks: list[Any], checkpoint_path: str | None, output_dir: str
+    plan: TFRunPlan,
+    input_fn: InputFn,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
+    checkpoint_path: str | None,
+    output_dir: str,
 ) -> dict[str, Any]:
     """Build, run and record one evaluation; return the results dict."""
     with tf.Graph().as_default():

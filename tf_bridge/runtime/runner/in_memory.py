@@ -5,11 +5,13 @@ instead of a checkpoint."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import InputFn
 from tf_bridge.runtime.runner.estimator import Estimator, check_hooks
 from tf_bridge.runtime.runner.evaluate import build_eval_graph, evaluate_once, write_dict_to_summary
 from tf_bridge.runtime.runner_hooks import StopAfterNEvalsHook
@@ -44,10 +46,10 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(
         self,
-        estimator: Any,
-        input_fn: Any,
+        estimator: Estimator,
+        input_fn: InputFn,
         steps: int | None = None,
-        hooks: Any = None,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         name: str | None = None,
         every_n_iter: int = 100,
     ) -> None:
@@ -96,7 +98,7 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
                 n: tf.compat.v1.placeholder(v.dtype.base_dtype) for n, v in self._eval_vars.items()
             }
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: tf.compat.v1.Session, coord: tf.train.Coordinator) -> None:
         if tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS):
             raise ValueError(
                 "InMemoryEvaluatorHook copies global variables only; the graph has other saveables."
@@ -108,11 +110,11 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             self._copy_op = tf.group([self._eval_vars[n].assign(self._placeholders[n]) for n in shared])
         self._evaluate(session)
 
-    def _evaluate(self, train_session: Any) -> None:
+    def _evaluate(self, train_session: tf.compat.v1.Session) -> None:
         values = train_session.run(self._train_vars)
         feed = {self._placeholders[n]: value for n, value in values.items()}
 
-        def copy_variables(scaffold: Any, session: Any) -> None:
+        def copy_variables(scaffold: tf.compat.v1.train.Scaffold, session: tf.compat.v1.Session) -> None:
             session.run(self._copy_op, feed_dict=feed)
 
         built_scaffold, update_op, metric_values, hooks = self._built
@@ -122,10 +124,14 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             write_dict_to_summary(self._eval_dir, self.results, int(self.results["global_step"]))
         self._timer.update_last_triggered_step(self._iterations)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(
+        self,
+        run_context: tf.compat.v1.train.SessionRunContext,
+        run_values: tf.compat.v1.train.SessionRunValues,
+    ) -> None:
         self._iterations += 1
         if self._timer.should_trigger_for_step(self._iterations):
             self._evaluate(run_context.session)
 
-    def end(self, session: Any) -> None:
+    def end(self, session: tf.compat.v1.Session) -> None:
         self._evaluate(session)

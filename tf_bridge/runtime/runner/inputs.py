@@ -9,21 +9,30 @@ session exists), a ``(features, labels)`` pair, or features alone. model_fn gets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tensorflow as tf
 
 from jaxspec._fn_args import fn_arg_names
 from jaxspec.rules import model_fn as rules_model_fn
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.export.receivers import split_features_labels
+
+if TYPE_CHECKING:
+    from tf_bridge.runtime.run_config import RunConfig
+
+# The spec classes an Estimator accepts from model_fn.
+Spec = TypeVar("Spec")
 
 _log = logging.getLogger("tf_bridge")
 
 MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 
 
-def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str, ...]:
+def verify_model_fn_args(
+    model_fn: Callable[..., object], params: Mapping[str, object] | None
+) -> tuple[str, ...]:
     """Check model_fn's declared arguments as tf.estimator does, against ``features,
     labels, mode, params, config`` (``jaxspec.rules.model_fn.verify_model_fn_args``; the
     warning goes to the ``tf_bridge`` logger).
@@ -37,18 +46,18 @@ def verify_model_fn_args(model_fn: Callable[..., Any], params: Any) -> tuple[str
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
     """Runs an initializable iterator's initializer once the session exists."""
 
-    def __init__(self, iterator: Any) -> None:
+    def __init__(self, iterator: tf.compat.v1.data.Iterator) -> None:
         self._iterator = iterator
         self._initializer: Any = None
 
     def begin(self) -> None:
         self._initializer = self._iterator.initializer
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: tf.compat.v1.Session, coord: tf.train.Coordinator) -> None:
         session.run(self._initializer)
 
 
-def parse_input_fn_result(result: Any) -> tuple[Any, Any, list[Any]]:
+def parse_input_fn_result(result: object) -> tuple[PyTree, PyTree, list[tf.compat.v1.train.SessionRunHook]]:
     """(features, labels, hooks) from what input_fn returned; a Dataset gets an
     initializable iterator whose ``get_next()`` is split, and a hook initialising it."""
     hooks: list[Any] = []
@@ -60,7 +69,7 @@ def parse_input_fn_result(result: Any) -> tuple[Any, Any, list[Any]]:
     return features, labels, hooks
 
 
-def call_input_fn(input_fn: Callable[..., Any], mode: str, params: Any, config: Any) -> Any:
+def call_input_fn(input_fn: InputFn, mode: str, params: Mapping[str, Any], config: RunConfig) -> object:
     """Call ``input_fn`` with the declared ``mode``/``params``/``config``, on the CPU."""
     names = fn_arg_names(input_fn)
     available = {"mode": mode, "params": params, "config": config}
@@ -90,14 +99,14 @@ def keras_2_hint() -> str:
 
 
 def call_model_fn(
-    model_fn: Callable[..., Any],
-    features: Any,
-    labels: Any,
+    model_fn: Callable[..., object],
+    features: PyTree,
+    labels: PyTree,
     mode: str,
-    params: Any,
-    config: Any,
-    spec_types: tuple[type, ...],
-) -> Any:
+    params: Mapping[str, Any],
+    config: RunConfig,
+    spec_types: tuple[type[Spec], ...],
+) -> Spec:
     """Call model_fn as tf.estimator does and check what it returns.
 
     Raises:
@@ -128,7 +137,7 @@ def call_model_fn(
     return spec
 
 
-def has_dataset_or_queue(features: Any) -> bool:
+def has_dataset_or_queue(features: PyTree) -> bool:
     """Whether the features come from a dataset iterator or a queue runner (otherwise
     predict would never end; tf.estimator warns about it)."""
     tensors = [t for t in tf.nest.flatten(features) if isinstance(t, tf.Tensor)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 from tensorflow.python.saved_model import model_utils
@@ -22,10 +22,19 @@ from tf_bridge.export import warmup as _warmup
 from tf_bridge.export.saved_model import modes_in_order, write_export_dir
 from tf_bridge.runtime.runner.plan import TFRunPlan
 
+if TYPE_CHECKING:
+    from tensorflow.python.saved_model.model_utils import export_output as tfs
+
+    from tf_bridge.export.receivers import InputReceiver
+    from tf_bridge.export.signatures import SignatureDef
+    from tf_bridge.export.warmup import WarmupRequests
+
 _log = logging.getLogger("tf_bridge")
 
 
-def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
+def _restore(
+    session: tf.compat.v1.Session, saver: tf.compat.v1.train.Saver, checkpoint_path: str, mode: str
+) -> None:
     """Restore ``checkpoint_path`` into the export graph.
 
     Raises:
@@ -40,7 +49,9 @@ def _restore(session: Any, saver: Any, checkpoint_path: str, mode: str) -> None:
         ) from err
 
 
-def warn_left_out(receiver: Any, outputs: dict[str, Any], signatures: dict[str, Any]) -> None:
+def warn_left_out(
+    receiver: InputReceiver, outputs: dict[str, tfs.ExportOutput], signatures: dict[str, SignatureDef]
+) -> None:
     """Name each export output left out of ``signatures`` and why, at WARNING on the
     ``tf_bridge`` logger. TensorFlow's ``build_all_signature_defs`` gives the reason at
     INFO only (hidden by default) and then just "Export includes no signatures!" at WARNING
@@ -62,8 +73,8 @@ def warn_left_out(receiver: Any, outputs: dict[str, Any], signatures: dict[str, 
 
 def add_meta_graph_for_mode(
     plan: TFRunPlan,
-    builder: Any,
-    receiver_fn: Callable[[], Any],
+    builder: tf.compat.v1.saved_model.Builder,
+    receiver_fn: Callable[[], object],
     checkpoint_path: str,
     save_variables: bool,
     strip_default_attrs: bool = True,
@@ -115,12 +126,12 @@ def add_meta_graph_for_mode(
 def export_all(
     plans: dict[str, TFRunPlan],
     export_dir_base: str,
-    receiver_fn_map: dict[str, Callable[[], Any]],
+    receiver_fn_map: dict[str, Callable[[], object]],
     assets_extra: dict[str, str] | None,
     as_text: bool,
     checkpoint_path: str,
     strip_default_attrs: bool = True,
-    warmup_requests: Any = None,
+    warmup_requests: WarmupRequests = None,
 ) -> bytes:
     """Export every mode of ``receiver_fn_map`` (each with its plan, built for export) into
     one SavedModel restored from ``checkpoint_path``; return its path. Default-valued

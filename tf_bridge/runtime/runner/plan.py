@@ -13,11 +13,18 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.runtime.runner.inputs import call_input_fn, parse_input_fn_result
+
+if TYPE_CHECKING:
+    from jaxspec.rules.warm_start import WarmStartSettingsBase
+    from tf_bridge.runtime.run_config import RunConfig
+    from tf_bridge.runtime.runner.predict_cache import PredictCache
+    from tf_bridge.runtime.spec import EstimatorSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,15 +65,15 @@ class TFRunPlan:
     """
 
     mode: str
-    config: Any
-    session_config: Any
-    create_global_step: Callable[[Any], Any]
-    model_fn: Callable[[Any, Any], Any]
+    config: RunConfig
+    session_config: tf.compat.v1.ConfigProto | None
+    create_global_step: Callable[[tf.Graph], tf.Variable | None]
+    model_fn: Callable[[PyTree, PyTree], EstimatorSpec]
     input_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    warm_start: Any = None
+    warm_start: WarmStartSettingsBase | None = None
     check_predict_input: bool = True
     train: TrainPlan = TrainPlan()
-    predict_cache: Any = dataclasses.field(default=None, compare=False, repr=False)
+    predict_cache: PredictCache | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_params", MappingProxyType(copy.deepcopy(dict(self.input_params))))
@@ -80,12 +87,14 @@ class TFRunPlan:
         """A new plan with ``changes`` (the plan itself never changes)."""
         return dataclasses.replace(self, **changes)
 
-    def input_fn_result(self, input_fn: Callable[..., Any]) -> Any:
+    def input_fn_result(self, input_fn: InputFn) -> object:
         """What input_fn returns, called with this mode, a copy of ``input_params`` and
         ``config`` (in the current default graph, or eagerly outside one)."""
         return call_input_fn(input_fn, self.mode, copy.deepcopy(dict(self.input_params)), self.config)
 
-    def call_input_fn(self, input_fn: Callable[..., Any]) -> tuple[Any, Any, list[Any]]:
+    def call_input_fn(
+        self, input_fn: InputFn
+    ) -> tuple[PyTree, PyTree, list[tf.compat.v1.train.SessionRunHook]]:
         """(features, labels, input hooks) from input_fn (``input_fn_result``), in the
         current default graph."""
         return parse_input_fn_result(self.input_fn_result(input_fn))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TypeAlias
 
+import numpy as np
 import tensorflow as tf
 
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.runtime.runner.inputs import has_dataset_or_queue
 from tf_bridge.runtime.runner.plan import TFRunPlan
 from tf_bridge.runtime.runner.predict_cache import (
@@ -16,8 +18,12 @@ from tf_bridge.runtime.runner.predict_cache import (
     dataset_features_spec,
 )
 
+# What model_fn predicts: a tensor or a dict of them; evaluated, numpy arrays.
+GraphPredictions: TypeAlias = tf.Tensor | dict[str, tf.Tensor]
+Predictions: TypeAlias = np.ndarray | dict[str, np.ndarray]
 
-def select_keys(predictions: Any, predict_keys: Any) -> Any:
+
+def select_keys(predictions: GraphPredictions, predict_keys: str | Sequence[str] | None) -> GraphPredictions:
     """The predictions restricted to ``predict_keys`` (all when None/empty).
 
     Raises:
@@ -35,7 +41,7 @@ def select_keys(predictions: Any, predict_keys: Any) -> Any:
     return selected
 
 
-def batch_length(values: dict[str, Any]) -> int:
+def batch_length(values: dict[str, np.ndarray]) -> int:
     """The common first dimension of evaluated predictions.
 
     Raises:
@@ -52,7 +58,7 @@ def batch_length(values: dict[str, Any]) -> int:
     return int(length or 0)
 
 
-def _unbatch(evaluated: Any, is_dict: bool, single: bool) -> Iterator[Any]:
+def _unbatch(evaluated: Predictions, is_dict: bool, single: bool) -> Iterator[Predictions]:
     if not single:
         yield evaluated
     elif not is_dict:
@@ -63,7 +69,11 @@ def _unbatch(evaluated: Any, is_dict: bool, single: bool) -> Iterator[Any]:
 
 
 def _build_predictor(
-    plan: TFRunPlan, key: tuple[Any, ...], features_spec: Any, predict_keys: Any, checkpoint_path: str | None
+    plan: TFRunPlan,
+    key: tuple[object, ...],
+    features_spec: PyTree,
+    predict_keys: str | Sequence[str] | None,
+    checkpoint_path: str | None,
 ) -> Predictor | None:
     """model_fn on placeholders of ``features_spec``, its session restored from
     ``checkpoint_path``; None when the spec has prediction hooks (they need the per-call
@@ -89,7 +99,11 @@ def _build_predictor(
 
 
 def _cached_predictor(
-    cache: PredictCache, plan: TFRunPlan, result: Any, predict_keys: Any, checkpoint_path: str | None
+    cache: PredictCache,
+    plan: TFRunPlan,
+    result: object,
+    predict_keys: str | Sequence[str] | None,
+    checkpoint_path: str | None,
 ) -> Predictor | None:
     """The cache's predictor for this dataset (built when missing), or None when this
     input cannot use one."""
@@ -111,12 +125,12 @@ def _cached_predictor(
 
 def run_predict(
     plan: TFRunPlan,
-    input_fn: Any,
-    predict_keys: Any,
-    hooks: list[Any],
+    input_fn: InputFn,
+    predict_keys: str | Sequence[str] | None,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
     checkpoint_path: str | None,
     yield_single_examples: bool,
-) -> Iterator[Any]:
+) -> Iterator[Predictions]:
     """Yield predictions batch by batch (or example by example) until the input ends:
     through the plan's predict cache when the input allows it (see
     ``tf_bridge.runtime.runner.predict_cache``), else in a graph and session of this call."""
@@ -142,12 +156,12 @@ def run_predict(
 
 def _run_predict_in_call_graph(
     plan: TFRunPlan,
-    input_fn: Any,
-    predict_keys: Any,
-    hooks: list[Any],
+    input_fn: InputFn,
+    predict_keys: str | Sequence[str] | None,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
     checkpoint_path: str | None,
     yield_single_examples: bool,
-) -> Iterator[Any]:
+) -> Iterator[Predictions]:
     """tf.estimator's predict: a graph and a MonitoredSession for this call."""
     with tf.Graph().as_default() as graph:
         tf.compat.v1.random.set_random_seed(plan.config.tf_random_seed)

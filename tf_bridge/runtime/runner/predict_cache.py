@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
 
+from jaxspec.spec.fn_types import PyTree
 from tf_bridge.export.receivers import split_features_labels
 
 
@@ -46,13 +47,13 @@ class Predictor:
     inputs: Any
     predictions: Any
 
-    def run(self, features: Any) -> Any:
+    def run(self, features: PyTree) -> PyTree:
         """Evaluate the predictions for one batch of numpy features."""
         feed = dict(zip(tf.nest.flatten(self.inputs), tf.nest.flatten(features), strict=True))
         return self.session.run(self.predictions, feed_dict=feed)
 
 
-def dataset_features_spec(dataset: Any) -> Any:
+def dataset_features_spec(dataset: tf.data.Dataset) -> PyTree:
     """The features part of a Dataset's element spec, or None when an element is not
     plain tensors (sparse or ragged values, datasets of datasets): those are not cached."""
     spec = dataset.element_spec
@@ -64,7 +65,7 @@ def dataset_features_spec(dataset: Any) -> Any:
     return spec
 
 
-def _read_options() -> Any:
+def _read_options() -> tf.data.Options:
     """tf.data options for reading a predict input once, eagerly: no static graph rewrites
     or autotuning (their set-up costs more than a few batches take; the values are the same)."""
     options = tf.data.Options()
@@ -73,7 +74,7 @@ def _read_options() -> Any:
     return options
 
 
-def _elements(dataset: Any) -> Iterator[Any]:
+def _elements(dataset: tf.data.Dataset) -> Iterator[PyTree]:
     """The dataset's elements, eagerly. A dataset known to hold one element (the usual
     1-batch predict input) is read without an iterator: ``get_single_element`` costs a
     tenth of creating one (docs/decisions.md, "tf_bridge predict keeps its session")."""
@@ -83,7 +84,7 @@ def _elements(dataset: Any) -> Iterator[Any]:
     yield from dataset.with_options(_read_options())
 
 
-def dataset_features(dataset: Any) -> Iterator[Any]:
+def dataset_features(dataset: tf.data.Dataset) -> Iterator[PyTree]:
     """The dataset's features batch by batch, as numpy (labels dropped), read eagerly."""
     for element in _elements(dataset):
         features, _ = split_features_labels(element) if isinstance(element, tuple) else (element, None)
@@ -109,12 +110,14 @@ class PredictCache:
         self._uncacheable: set[Any] = set()  # keys and input_fns that need the per-call path
 
     @staticmethod
-    def key(checkpoint_path: str | None, features_spec: Any, predict_keys: Any) -> tuple[Any, ...]:
+    def key(
+        checkpoint_path: str | None, features_spec: PyTree, predict_keys: str | Sequence[str] | None
+    ) -> tuple[object, ...]:
         """What a predictor is valid for."""
         keys = None if not predict_keys else tuple(sorted(predict_keys))
         return (checkpoint_path, checkpoint_stamp(checkpoint_path), repr(features_spec), keys)
 
-    def get(self, key: tuple[Any, ...]) -> Predictor | None:
+    def get(self, key: tuple[object, ...]) -> Predictor | None:
         """The kept predictor if it was built for ``key``."""
         with self._lock:
             predictor = self._predictor
@@ -127,13 +130,13 @@ class PredictCache:
         if old is not None and old is not predictor:
             old.session.close()
 
-    def mark_uncacheable(self, key: Any) -> None:
+    def mark_uncacheable(self, key: Hashable) -> None:
         """Remember that a key (model_fn built for it has prediction hooks) or an input_fn
         (its input is not a plain Dataset) needs the per-call path."""
         with self._lock:
             self._uncacheable.add(key)
 
-    def is_uncacheable(self, key: Any) -> bool:
+    def is_uncacheable(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._uncacheable
 

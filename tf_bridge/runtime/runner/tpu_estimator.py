@@ -10,15 +10,17 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.numbers import check_positive_int
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.runtime.run_config import RunConfig
-from tf_bridge.runtime.runner.estimator import Estimator
+from tf_bridge.runtime.runner.estimator import Estimator, WarmStartFrom
 from tf_bridge.runtime.runner.inputs import call_model_fn, fn_arg_names
 from tf_bridge.runtime.runner.v1_forms import V1Methods
 from tf_bridge.runtime.runner_hooks import ExamplesPerSecondHook
@@ -32,13 +34,13 @@ USE_TPU_KEY = "use_tpu"
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
 
 
-def check_positive_integer(value: Any, name: str) -> None:
+def check_positive_integer(value: object, name: str) -> None:
     """TypeError unless an int (bool excluded); ValueError unless > 0 (TPUEstimator's
     checks; ``jaxspec.rules.numbers.check_positive_int``)."""
     check_positive_int(value, name, allow_bool=False)
 
 
-def check_no_cross_replica_ops(graph: Any) -> None:
+def check_no_cross_replica_ops(graph: tf.Graph) -> None:
     """TF 2.15's TPUEstimator CPU path failed at the first step on a ``CrossReplicaSum``
     (what ``tf.compat.v1.tpu.CrossShardOptimizer`` adds): no CPU kernel. Say so when the
     graph is built, with the same exception type.
@@ -92,21 +94,21 @@ class TPUEstimator(V1Methods, Estimator):
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
-        model_dir: Any = None,
-        config: Any = None,
+        model_fn: Callable[..., TPUEstimatorSpec | EstimatorSpec] | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
+        config: RunConfig | None = None,
         params: dict[str, Any] | None = None,
         use_tpu: bool = True,
         train_batch_size: int | None = None,
         eval_batch_size: int | None = None,
         predict_batch_size: int | None = None,
-        batch_axis: Any = None,
+        batch_axis: object = None,
         eval_on_tpu: bool = True,
         export_to_tpu: bool = True,
         export_to_cpu: bool = True,
-        warm_start_from: Any = None,
-        embedding_config_spec: Any = None,
-        export_saved_model_api_version: Any = 1,
+        warm_start_from: WarmStartFrom = None,
+        embedding_config_spec: object = None,
+        export_saved_model_api_version: object = 1,
     ) -> None:
         if config is None or not isinstance(config, RunConfig):
             raise ValueError("TPUEstimator needs config, a tf_bridge.RunConfig (with its tpu_config).")
@@ -147,7 +149,7 @@ class TPUEstimator(V1Methods, Estimator):
             warm_start_from=warm_start_from,
         )
 
-    def _create_global_step(self, graph: Any) -> Any:
+    def _create_global_step(self, graph: tf.Graph) -> tf.Variable:
         """A resource int64 ``global_step`` (TPUEstimator's own creation).
 
         Raises:
@@ -172,7 +174,7 @@ class TPUEstimator(V1Methods, Estimator):
             params[BATCH_SIZE_KEY] = self._batch_sizes[mode]
         return params
 
-    def _check_input_fn(self, input_fn: Callable[..., Any]) -> None:
+    def _check_input_fn(self, input_fn: InputFn) -> None:
         if "params" not in fn_arg_names(input_fn):
             raise ValueError(
                 "input_fn must take params: TPUEstimator passes the batch size as params['batch_size']."
@@ -180,11 +182,11 @@ class TPUEstimator(V1Methods, Estimator):
 
     def train(
         self,
-        input_fn: Callable[..., Any],
-        hooks: Any = None,
+        input_fn: InputFn,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         steps: int | None = None,
         max_steps: int | None = None,
-        saving_listeners: Any = None,
+        saving_listeners: Iterable[tf.compat.v1.train.CheckpointSaverListener] | None = None,
     ) -> TPUEstimator:
         """As ``Estimator.train``; input_fn must take ``params``.
 
@@ -199,9 +201,9 @@ class TPUEstimator(V1Methods, Estimator):
 
     def evaluate(
         self,
-        input_fn: Callable[..., Any],
+        input_fn: InputFn,
         steps: int | None = None,
-        hooks: Any = None,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         checkpoint_path: str | None = None,
         name: str | None = None,
     ) -> dict[str, Any]:
@@ -217,12 +219,12 @@ class TPUEstimator(V1Methods, Estimator):
 
     def predict(
         self,
-        input_fn: Callable[..., Any],
-        predict_keys: Any = None,
-        hooks: Any = None,
+        input_fn: InputFn,
+        predict_keys: str | Sequence[str] | None = None,
+        hooks: Iterable[tf.compat.v1.train.SessionRunHook] | None = None,
         checkpoint_path: str | None = None,
         yield_single_examples: bool = True,
-    ) -> Any:
+    ) -> Iterator[Any]:
         """As ``Estimator.predict``; input_fn must take ``params`` (checked at the first next)."""
         self._check_input_fn(input_fn)
         yield from super().predict(
@@ -233,7 +235,9 @@ class TPUEstimator(V1Methods, Estimator):
             yield_single_examples=yield_single_examples,
         )
 
-    def _call_model_fn(self, features: Any, labels: Any, mode: str, config: Any, export: bool = False) -> Any:
+    def _call_model_fn(
+        self, features: PyTree, labels: PyTree, mode: str, config: RunConfig, export: bool = False
+    ) -> EstimatorSpec:
         """model_fn with TPUEstimator's params, its TPUEstimatorSpec as_estimator_spec(),
         and ExamplesPerSecondHook in TRAIN.
 

@@ -11,16 +11,23 @@ only the last one, as on an NPU where a ``Session.run`` runs a whole loop.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.training import training as tf_training
 from tensorflow.python.training import training_util
 
+from jaxspec.spec.fn_types import InputFn, PyTree
 from tf_bridge.runtime.runner.cluster import device_function
 from tf_bridge.runtime.runner.plan import TFRunPlan, TrainPlan
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
 from tf_bridge.runtime.step_read_order import order_step_writes_after_read
+
+if TYPE_CHECKING:
+    from tf_bridge.runtime.run_config import RunConfig
+    from tf_bridge.runtime.spec import EstimatorSpec
 
 _log = logging.getLogger("tf_bridge")
 
@@ -36,7 +43,7 @@ def load_global_step(model_dir: str) -> int:
         return 0
 
 
-def _default_saver(config: Any) -> Any:
+def _default_saver(config: RunConfig) -> tf.compat.v1.train.Saver:
     return tf.compat.v1.train.Saver(
         sharded=True,
         max_to_keep=config.keep_checkpoint_max,
@@ -47,8 +54,12 @@ def _default_saver(config: Any) -> Any:
 
 
 def _worker_hooks(
-    config: Any, spec: Any, input_hooks: list[Any], hooks: list[Any], global_step: Any
-) -> list[Any]:
+    config: RunConfig,
+    spec: EstimatorSpec,
+    input_hooks: list[tf.compat.v1.train.SessionRunHook],
+    hooks: list[tf.compat.v1.train.SessionRunHook],
+    global_step: tf.Variable,
+) -> list[tf.compat.v1.train.SessionRunHook]:
     """input hooks, the caller's hooks, NaN check, loss logging, then the spec's hooks."""
     worker = list(input_hooks) + list(hooks)
     worker.append(tf.compat.v1.train.NanTensorHook(spec.loss))
@@ -62,7 +73,12 @@ def _worker_hooks(
     return worker
 
 
-def _chief_hooks(config: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> list[Any]:
+def _chief_hooks(
+    config: RunConfig,
+    spec: EstimatorSpec,
+    worker: list[tf.compat.v1.train.SessionRunHook],
+    saving_listeners: list[tf.compat.v1.train.CheckpointSaverListener],
+) -> list[tf.compat.v1.train.SessionRunHook]:
     """A CheckpointSaverHook unless one is given; saving listeners join the first one.
 
     Raises:
@@ -97,7 +113,9 @@ def _chief_hooks(config: Any, spec: Any, worker: list[Any], saving_listeners: li
     return chief + list(spec.training_chief_hooks)
 
 
-def _summary_settings(config: Any, spec: Any) -> tuple[Any, Any, list[Any]]:
+def _summary_settings(
+    config: RunConfig, spec: EstimatorSpec
+) -> tuple[int | None, int | None, list[tf.compat.v1.train.SessionRunHook]]:
     """(save_summaries_steps, log_step_count_steps, extra hooks) of the monitored session.
 
     In a legacy cluster with ``master`` and ``worker`` jobs, tf.estimator moved the
@@ -131,7 +149,12 @@ COLLECTIVE_STRATEGIES = (
 )
 
 
-def _session_args(config: Any, spec: Any, worker: list[Any], saving_listeners: list[Any]) -> dict[str, Any]:
+def _session_args(
+    config: RunConfig,
+    spec: EstimatorSpec,
+    worker: list[tf.compat.v1.train.SessionRunHook],
+    saving_listeners: list[tf.compat.v1.train.CheckpointSaverListener],
+) -> dict[str, Any]:
     """The MonitoredTrainingSession arguments that depend on the path, as tf.estimator's:
     in a cluster with a collective ``train_distribute`` strategy the session itself saves
     checkpoints (``save_checkpoint_secs``/``save_checkpoint_steps`` from the RunConfig),
@@ -163,15 +186,17 @@ def _session_args(config: Any, spec: Any, worker: list[Any], saving_listeners: l
     }
 
 
-def _per_step_fetches(hooks: list[Any]) -> list[Any]:
+def _per_step_fetches(hooks: list[tf.compat.v1.train.SessionRunHook]) -> list[PyTree]:
     """What must run at every step even inside a loop: the host calls."""
     return [h.fetches for h in hooks if isinstance(h, HostCallFetchHook) and h.fetches is not None]
 
 
-def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[Any]) -> Any:
+def _loop_step_fn(
+    spec: EstimatorSpec, global_step: tf.Variable, plan: TrainPlan, per_step: list[PyTree]
+) -> Callable[[tf.compat.v1.train.SessionRunContext], np.ndarray]:
     """One loop: up to ``iterations_per_loop`` steps; the last one runs with the hooks."""
 
-    def step_fn(step_context: Any) -> Any:
+    def step_fn(step_context: tf.compat.v1.train.SessionRunContext) -> np.ndarray:
         session = step_context.session
         count = plan.iterations_per_loop
         if plan.last_step is not None:
@@ -185,12 +210,12 @@ def _loop_step_fn(spec: Any, global_step: Any, plan: TrainPlan, per_step: list[A
 
 def train_with_spec(
     plan: TFRunPlan,
-    spec: Any,
-    input_hooks: list[Any],
-    hooks: list[Any],
-    global_step: Any,
-    saving_listeners: list[Any],
-) -> Any:
+    spec: EstimatorSpec,
+    input_hooks: list[tf.compat.v1.train.SessionRunHook],
+    hooks: list[tf.compat.v1.train.SessionRunHook],
+    global_step: tf.Variable,
+    saving_listeners: list[tf.compat.v1.train.CheckpointSaverListener],
+) -> np.ndarray | None:
     """Run the training loop for a built graph; return the last loss seen by the hooks."""
     config = plan.config
     if plan.warm_start is not None and not tf.train.latest_checkpoint(plan.model_dir):
@@ -230,7 +255,12 @@ def train_with_spec(
     return loss
 
 
-def train_model(plan: TFRunPlan, input_fn: Any, hooks: list[Any], saving_listeners: list[Any]) -> Any:
+def train_model(
+    plan: TFRunPlan,
+    input_fn: InputFn,
+    hooks: list[tf.compat.v1.train.SessionRunHook],
+    saving_listeners: list[tf.compat.v1.train.CheckpointSaverListener],
+) -> np.ndarray | None:
     """Build the TRAIN graph in a fresh ``tf.Graph`` (variables on the parameter servers
     when the cluster has some) and train; return the last loss."""
     with tf.Graph().as_default() as graph, graph.device(device_function(plan.config)):

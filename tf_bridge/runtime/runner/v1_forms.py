@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -43,7 +44,7 @@ _V1_TO_HEAD = {
 }
 
 
-def v1_loss_reduction(value: Any) -> str:
+def v1_loss_reduction(value: object) -> str:
     """A v1 canned estimator's ``loss_reduction`` (a ``tf.compat.v1.losses.Reduction``
     value, as TF 2.15's v1 classes took) as the head's reduction.
 
@@ -78,8 +79,8 @@ class V1Methods:
 
     def export_savedmodel(
         self,
-        export_dir_base: Any,
-        serving_input_receiver_fn: Callable[[], Any],
+        export_dir_base: str | bytes | os.PathLike[str],
+        serving_input_receiver_fn: Callable[[], object] | None,
         assets_extra: dict[str, str] | None = None,
         as_text: bool = False,
         checkpoint_path: str | None = None,
