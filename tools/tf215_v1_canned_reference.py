@@ -87,6 +87,30 @@ def tags(tf: Any, directory: str) -> list[str]:
     return sorted(found)
 
 
+def scalars(tf: Any, directory: str) -> dict[str, dict[str, float]]:
+    """tag -> {step: value} of the scalar summaries in ``directory``'s event files."""
+    found: dict[str, dict[str, float]] = {}
+    for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    found.setdefault(value.tag, {})[str(event.step)] = float(value.simple_value)
+    return found
+
+
+def keep_only_last_checkpoint(model_dir: str) -> None:
+    """Leave the newest checkpoint's data and index (and the ``checkpoint`` file naming it):
+    a few KiB instead of the graph's meta files and event files."""
+    import tensorflow as tf
+
+    last = os.path.basename(tf.train.latest_checkpoint(model_dir))
+    for name in os.listdir(model_dir):
+        if not (name.startswith(last + ".data") or name == last + ".index"):
+            os.remove(os.path.join(model_dir, name))
+    with open(os.path.join(model_dir, "checkpoint"), "w") as f:
+        f.write(f'model_checkpoint_path: "{last}"\nall_model_checkpoint_paths: "{last}"\n')
+
+
 def plain(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()}
 
@@ -94,7 +118,7 @@ def plain(metrics: dict[str, Any]) -> dict[str, float]:
 def census(tf: Any, out_dir: str) -> dict[str, Any]:
     linear, dnn = columns(tf)
     model_dir = os.path.join(out_dir, "model_dir")
-    config = tf.estimator.RunConfig(tf_random_seed=48, save_checkpoints_steps=None, save_summary_steps=1)
+    config = tf.estimator.RunConfig(tf_random_seed=48, save_summary_steps=1)
 
     def make(directory: str) -> Any:
         return tf.compat.v1.estimator.DNNLinearCombinedClassifier(
@@ -119,10 +143,8 @@ def census(tf: Any, out_dir: str) -> dict[str, Any]:
         os.path.join(out_dir, "values8.npz"),
         **{name.replace("/", "|"): reader.get_tensor(name) for name in result["checkpoint"]},
     )
-    for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")) + glob.glob(
-        os.path.join(model_dir, "graph.pbtxt")
-    ):
-        os.remove(path)
+    result["train_scalars"] = scalars(tf, model_dir)
+    keep_only_last_checkpoint(model_dir)
     return result
 
 
@@ -157,18 +179,27 @@ def partitioned(tf: Any) -> dict[str, Any]:
     """With 2 parameter servers: the graph's variables and the checkpoint keys of a DNN whose
     hidden layer is over the 256 KiB slice of the ``dnn`` scope's partitioner, and of the
     census classifier."""
-    tf_config = {"cluster": {"ps": ["localhost:1", "localhost:2"], "worker": ["localhost:3"]}}
-    os.environ["TF_CONFIG"] = json.dumps({**tf_config, "task": {"type": "worker", "index": 0}})
+    cluster = {"chief": ["localhost:0"], "ps": ["localhost:1", "localhost:2"], "worker": ["localhost:3"]}
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
     try:
-        config = tf.estimator.RunConfig()
+        with_ps = tf.estimator.RunConfig()
     finally:
         del os.environ["TF_CONFIG"]
+    out: dict[str, Any] = {"num_ps_replicas": with_ps.num_ps_replicas}
+    for key, config in (("ps", with_ps), ("no_ps", tf.estimator.RunConfig())):
+        out[key] = partitioned_graphs(tf, config)
+    return out
+
+
+def partitioned_graphs(tf: Any, config: Any) -> dict[str, Any]:
     linear, dnn = columns(tf)
     features, labels = census_rows()
+    features["wide"] = np.ones((ROWS, 256), np.float32)
+    wide = tf.feature_column.numeric_column("wide", shape=(256,))
     v1 = tf.compat.v1.estimator
-    out = {"num_ps_replicas": config.num_ps_replicas}
+    out = {}
     for name, est in (
-        ("DNNClassifier", v1.DNNClassifier([300, 4], dnn, config=config)),
+        ("DNNClassifier", v1.DNNClassifier([300, 4], dnn + [wide], config=config)),
         (
             "DNNLinearCombinedClassifier",
             v1.DNNLinearCombinedClassifier(
