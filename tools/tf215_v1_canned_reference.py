@@ -3,10 +3,10 @@
 A census-shaped program (the cloudml-samples census trainer's shape): a v1
 ``DNNLinearCombinedClassifier`` over vocabulary, hash-bucket, crossed, indicator, embedding
 and numeric columns, trained 4 steps in TF 2.15 (the model_dir is kept as a reference
-checkpoint), evaluated, then trained 4 more steps from that model_dir. Recorded: the
+checkpoint), evaluated, then trained 4 more steps from that model_dir and predicted. Recorded: the
 checkpoint's names, shapes and dtypes (optimizer slots included), the summary tags of the
-train and eval event files, the eval metrics at step 4 and 8, the variables' values at step
-8 (``values8.npz``). For each other v1 canned class, the checkpoint names/shapes after one
+train and eval event files (and the train scalars per step), the eval metrics at step 4 and
+8, the probabilities of class 1 at step 8, the variables' values at step 8 (``values8.npz``). For each other v1 canned class, the checkpoint names/shapes after one
 step and its train summary tags. And the names TF 2.15 gives partitioned variables when the
 cluster has parameter servers (graph only: the model_fn's variables and the checkpoint keys
 a Saver writes).
@@ -138,6 +138,10 @@ def census(tf: Any, out_dir: str) -> dict[str, Any]:
     result["eval_tags"] = tags(tf, os.path.join(resumed, "eval_census"))
     make(resumed).train(input_fn(tf), steps=4)
     result["eval8"] = plain(make(resumed).evaluate(input_fn(tf, 1)))
+    result["probabilities8"] = [
+        float(p["probabilities"][1])
+        for p in make(resumed).predict(input_fn(tf, 1), yield_single_examples=True)
+    ]
     reader = tf.train.load_checkpoint(resumed)
     np.savez_compressed(
         os.path.join(out_dir, "values8.npz"),
@@ -196,10 +200,11 @@ def partitioned_graphs(tf: Any, config: Any) -> dict[str, Any]:
     features, labels = census_rows()
     features["wide"] = np.ones((ROWS, 256), np.float32)
     wide = tf.feature_column.numeric_column("wide", shape=(256,))
+    dnn = dnn + [wide]
     v1 = tf.compat.v1.estimator
     out = {}
     for name, est in (
-        ("DNNClassifier", v1.DNNClassifier([300, 4], dnn + [wide], config=config)),
+        ("DNNClassifier", v1.DNNClassifier([300, 4], dnn, config=config)),
         (
             "DNNLinearCombinedClassifier",
             v1.DNNLinearCombinedClassifier(
