@@ -163,6 +163,12 @@ def other_classes(tf: Any) -> dict[str, Any]:
         "DNNLinearCombinedRegressor": lambda d: v1.DNNLinearCombinedRegressor(
             d, linear, dnn_feature_columns=dnn, dnn_hidden_units=[8, 4]
         ),
+        "DNNClassifier_3_batch_norm_adam": lambda d: v1.DNNClassifier(
+            [8, 4], dnn, model_dir=d, n_classes=3, optimizer="Adam", batch_norm=True, dropout=0.1
+        ),
+        "DNNLinearCombinedClassifier_adam_sgd": lambda d: v1.DNNLinearCombinedClassifier(
+            d, linear, "SGD", dnn, "Adam", dnn_hidden_units=[8, 4]
+        ),
         "BaselineClassifier": lambda d: v1.BaselineClassifier(model_dir=d),
         "BaselineRegressor": lambda d: v1.BaselineRegressor(model_dir=d),
     }

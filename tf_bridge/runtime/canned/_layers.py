@@ -222,7 +222,8 @@ def _column_sum(column: Any, cache: Any, state: _GraphStateManager, combiner: st
     return tf.matmul(dense, weights, name="weighted_sum")
 
 
-def _fraction_of_zero(variables: list[Any]) -> Any:
+def fraction_of_zero(variables: list[Any]) -> Any:
+    """The share of zeros among all the variables' elements (float32 scalar)."""
     sizes = [tf.cast(tf.size(v), tf.float32) for v in variables]
     zeros = [tf.math.zero_fraction(v) * s for v, s in zip(variables, sizes, strict=True)]
     return tf.math.add_n(zeros) / tf.math.add_n(sizes)
@@ -274,5 +275,5 @@ def linear_logits(
         tf.compat.v1.summary.histogram("bias", bias)
     else:
         tf.compat.v1.summary.scalar("bias", tf.convert_to_tensor(bias)[0])
-    tf.compat.v1.summary.scalar("fraction_of_zero_weights", _fraction_of_zero(state.variables))
+    tf.compat.v1.summary.scalar("fraction_of_zero_weights", fraction_of_zero(state.variables))
     return logits, state.variables + [bias]

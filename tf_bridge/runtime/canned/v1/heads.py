@@ -5,7 +5,8 @@ heads tf_bridge has, a v1 head here follows them:
 
 - TRAIN with an optimizer runs ``optimizer.minimize(loss, global_step=...)`` (a
   ``tf.compat.v1.train.Optimizer``) in the caller's variable scope, so that TF1's slot
-  names come out as TF 2.15 wrote them, and groups the graph's ``UPDATE_OPS``;
+  names come out as TF 2.15 wrote them, and groups the graph's ``UPDATE_OPS``; the train
+  op is built in the head's name scope (an optimizer's non-slot variables are named there);
 - TRAIN writes ``average_loss`` (the loss over the summed example weights) next to
   ``loss`` when ``loss_reduction`` is SUM (the v1 default);
 - the binary head's ``auc`` and ``auc_precision_recall`` sum the trapezoids between the
@@ -105,6 +106,8 @@ class _V1Head:
             if train_op_fn is not None:
                 raise ValueError("give optimizer or train_op_fn to the head, not both.")
             train_op_fn = _minimize_fn(optimizer, trainable_variables)
+        if train_op_fn is not None:
+            train_op_fn = _in_head_scope(train_op_fn, self.name or "head")
         if mode == ModeKeys.TRAIN:
             update_ops = list(update_ops or []) + tf.compat.v1.get_collection(
                 tf.compat.v1.GraphKeys.UPDATE_OPS
@@ -126,13 +129,27 @@ class _V1Head:
         return spec
 
 
+def _in_head_scope(train_op_fn: Callable[[Any], Any], head_name: str) -> Callable[[Any], Any]:
+    """``train_op_fn`` run in the head's name scope under the caller's (``dnn/head/``,
+    ``head/``), where TF 2.15's v1 heads ran it: an optimizer's non-slot variables are
+    named there (Adam's ``dnn/head/beta1_power``)."""
+    graph = tf.compat.v1.get_default_graph()
+    outer = graph.get_name_scope()
+    scope = f"{outer}/{head_name}/" if outer else f"{head_name}/"
+
+    def run(loss: Any) -> Any:
+        with graph.name_scope(scope):
+            return train_op_fn(loss)
+
+    return run
+
+
 def _minimize_fn(optimizer: Any, variables: Sequence[Any] | None) -> Callable[[Any], Any]:
     def minimize(loss: Any) -> Any:
-        return optimizer.minimize(
-            loss,
-            global_step=tf.compat.v1.train.get_global_step(),
-            var_list=list(variables) if variables is not None else None,
-        )
+        step = tf.compat.v1.train.get_global_step()
+        if variables is None:  # the graph's trainable variables, as TF 2.15's v1 heads
+            return optimizer.minimize(loss, global_step=step)
+        return optimizer.minimize(loss, global_step=step, var_list=list(variables))
 
     return minimize
 

@@ -26,7 +26,7 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
-from tf_bridge.runtime.canned._layers import add_layer_summary, linear_logits
+from tf_bridge.runtime.canned._layers import add_layer_summary, fraction_of_zero, linear_logits
 
 #: The input layer's default partitioner slices: 64 MiB (TF 2.15's v1 default).
 INPUT_LAYER_MIN_SLICE_SIZE = 64 << 20
@@ -114,8 +114,29 @@ def linear_logits_v1(
 ) -> Any:
     """The v1 linear model's logits ``[batch, units]`` in the current variable scope (the
     caller opens ``linear`` with its partitioner); summaries ``bias`` and
-    ``fraction_of_zero_weights`` in that scope's name scope."""
-    logits, _ = linear_logits(units, feature_columns, sparse_combiner, features, scope="linear_model")
+    ``fraction_of_zero_weights`` in that scope's name scope. Columns of TF1's old
+    ``_FeatureColumn`` classes (``feature_column._numeric_column``, ...) go through
+    ``tf.compat.v1.feature_column.linear_model``, as TF 2.15's v1 class sent them to its
+    old linear model; the variables' names are the same.
+
+    Raises:
+      ValueError: a column of neither kind, two columns of one name.
+    """
+    columns = list(feature_columns)
+    if all(isinstance(c, tf.compat.v2.__internal__.feature_column.FeatureColumn) for c in columns):
+        logits, _ = linear_logits(units, columns, sparse_combiner, features, scope="linear_model")
+        return logits
+    cols_to_vars: dict[Any, Any] = {}
+    logits = tf.compat.v1.feature_column.linear_model(
+        features, columns, units=units, sparse_combiner=sparse_combiner, cols_to_vars=cols_to_vars
+    )
+    bias = cols_to_vars.pop("bias")
+    if units > 1:
+        tf.compat.v1.summary.histogram("bias", bias)
+    else:
+        tf.compat.v1.summary.scalar("bias", tf.convert_to_tensor(bias[0])[0])
+    weights = [part for parts in cols_to_vars.values() for part in parts]
+    tf.compat.v1.summary.scalar("fraction_of_zero_weights", fraction_of_zero(weights))
     return logits
 
 
