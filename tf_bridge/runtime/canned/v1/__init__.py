@@ -13,6 +13,7 @@ from tf_bridge.runtime.canned.v1.dnn_linear_combined import (
     DNNLinearCombinedRegressor,
 )
 from tf_bridge.runtime.canned.v1.linear import LinearClassifier, LinearRegressor
+from tf_bridge.runtime.canned.v1.networks import dnn_logit_fn_builder, linear_logit_fn_builder
 
 __all__ = [
     "BaselineClassifier",
@@ -24,4 +25,6 @@ __all__ = [
     "DNNRegressor",
     "LinearClassifier",
     "LinearRegressor",
+    "dnn_logit_fn_builder",
+    "linear_logit_fn_builder",
 ]

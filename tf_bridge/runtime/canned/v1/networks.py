@@ -160,3 +160,50 @@ def baseline_logits_v1(features: dict[str, Any], logits_dimension: int, weight_k
     checks = [tf.compat.v1.debugging.assert_equal(sizes[0], size) for size in sizes[1:]]
     with tf.control_dependencies(checks), tf.name_scope("baseline"):
         return tf.math.multiply(bias, tf.ones([sizes[0], logits_dimension]))
+
+
+def dnn_logit_fn_builder(
+    units: int,
+    hidden_units: Sequence[int],
+    feature_columns: Sequence[Any],
+    activation_fn: Any,
+    dropout: float | None,
+    input_layer_partitioner: Any,
+    batch_norm: bool,
+) -> Any:
+    """``tf.compat.v1.estimator.experimental.dnn_logit_fn_builder`` (TF 2.15): a
+    ``logit_fn(features, mode)`` building the v1 DNN (``dnn_logits_v1``) in the caller's
+    variable scope and returning its logits ``[batch, units]``.
+
+    Raises:
+      ValueError: ``units`` is not an int (now, as TF).
+    """
+    if not isinstance(units, int):
+        raise ValueError(f"units must be an int, got {type(units).__name__}.")
+
+    def dnn_logit_fn(features: dict[str, Any], mode: str) -> Any:
+        return dnn_logits_v1(
+            units,
+            hidden_units,
+            feature_columns,
+            activation_fn,
+            dropout,
+            input_layer_partitioner,
+            batch_norm,
+            features,
+            mode,
+        )
+
+    return dnn_logit_fn
+
+
+def linear_logit_fn_builder(units: int, feature_columns: Sequence[Any], sparse_combiner: str = "sum") -> Any:
+    """``tf.compat.v1.estimator.experimental.linear_logit_fn_builder`` (TF 2.15): a
+    ``logit_fn(features)`` building the v1 linear model (``linear_logits_v1``:
+    ``linear_model/...`` in the caller's variable scope) and returning its logits
+    ``[batch, units]``."""
+
+    def linear_logit_fn(features: dict[str, Any]) -> Any:
+        return linear_logits_v1(units, feature_columns, sparse_combiner, features)
+
+    return linear_logit_fn
