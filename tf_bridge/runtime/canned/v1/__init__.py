@@ -7,10 +7,11 @@ scopes (``input_layer_partitioner`` / ``partitioner``), the v1 heads' summaries
 optimizer state. The v2 classes are ``tf_bridge.runtime.canned``'s."""
 
 from tf_bridge.runtime.canned.v1.baseline import BaselineClassifier, BaselineEstimator, BaselineRegressor
-from tf_bridge.runtime.canned.v1.dnn import DNNClassifier, DNNRegressor
+from tf_bridge.runtime.canned.v1.dnn import DNNClassifier, DNNRegressor, _dnn_model_fn
 from tf_bridge.runtime.canned.v1.dnn_linear_combined import (
     DNNLinearCombinedClassifier,
     DNNLinearCombinedRegressor,
+    _dnn_linear_combined_model_fn,
 )
 from tf_bridge.runtime.canned.v1.linear import LinearClassifier, LinearRegressor
 from tf_bridge.runtime.canned.v1.networks import dnn_logit_fn_builder, linear_logit_fn_builder
@@ -28,3 +29,5 @@ __all__ = [
     "dnn_logit_fn_builder",
     "linear_logit_fn_builder",
 ]
+# tensorflow_estimator's private model_fn names (programs called them), for its modules' plain names
+_PRIVATE = (_dnn_linear_combined_model_fn, _dnn_model_fn)

@@ -183,3 +183,8 @@ class DNNRegressor(_DNNV1):
             optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
             input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,
         )  # fmt: skip
+
+
+# tensorflow_estimator's private name of the v1 DNN model_fn, which programs (and its own
+# tests) called directly.
+_dnn_model_fn = dnn_model_fn_v1

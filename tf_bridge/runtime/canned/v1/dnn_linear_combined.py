@@ -243,3 +243,31 @@ DNNLinearCombinedRegressor.__doc__ = (
         "      weight_column: None, a feature key or a ``numeric_column``."
     )
 )
+
+
+def _dnn_linear_combined_model_fn(
+    features: PyTree,
+    labels: PyTree,
+    mode: str,
+    head: Any,
+    linear_feature_columns: Sequence[Any] | None = None,
+    linear_optimizer: Any = "Ftrl",
+    dnn_feature_columns: Sequence[Any] | None = None,
+    dnn_optimizer: Any = "Adagrad",
+    dnn_hidden_units: Sequence[int] | None = None,
+    dnn_activation_fn: Any = tf.nn.relu,
+    dnn_dropout: float | None = None,
+    input_layer_partitioner: Any = None,
+    config: Any = None,
+    batch_norm: bool = False,
+    linear_sparse_combiner: str = "sum",
+) -> Any:
+    """tensorflow_estimator's private v1 combined model_fn, with its arguments and defaults
+    (programs called it directly): ``dnn_linear_combined_model_fn_v1``."""
+    return dnn_linear_combined_model_fn_v1(
+        features, labels, mode, head, config=config, linear_feature_columns=linear_feature_columns,
+        linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_feature_columns, dnn_optimizer=dnn_optimizer,
+        dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
+        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,
+        linear_sparse_combiner=linear_sparse_combiner,
+    )  # fmt: skip
