@@ -13,7 +13,7 @@ from tf_bridge.runtime.canned.v1.dnn_linear_combined import (
     DNNLinearCombinedRegressor,
     _dnn_linear_combined_model_fn,
 )
-from tf_bridge.runtime.canned.v1.linear import LinearClassifier, LinearRegressor
+from tf_bridge.runtime.canned.v1.linear import LinearClassifier, LinearRegressor, _compute_fraction_of_zero
 from tf_bridge.runtime.canned.v1.networks import dnn_logit_fn_builder, linear_logit_fn_builder
 
 __all__ = [
@@ -30,4 +30,4 @@ __all__ = [
     "linear_logit_fn_builder",
 ]
 # tensorflow_estimator's private model_fn names (programs called them), for its modules' plain names
-_PRIVATE = (_dnn_linear_combined_model_fn, _dnn_model_fn)
+_PRIVATE = (_compute_fraction_of_zero, _dnn_linear_combined_model_fn, _dnn_model_fn)

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.canned._layers import fraction_of_zero
 from tf_bridge.runtime.canned.dnn import check_features
 from tf_bridge.runtime.canned.v1 import heads
 from tf_bridge.runtime.canned.v1.dnn import num_ps_replicas
@@ -175,3 +176,8 @@ class LinearRegressor(_LinearV1):
             optimizer=optimizer, partitioner=partitioner,
             sparse_combiner=sparse_combiner,
         )  # fmt: skip
+
+
+# tensorflow_estimator's private name of the share of zeros among the linear model's
+# weights (its tests and summary hooks called it).
+_compute_fraction_of_zero = fraction_of_zero
