@@ -72,6 +72,12 @@ GROUPS = {
         "canned/baseline_estimator_test.py",
     ],
     "estimator": ["estimator_test.py"],
+    # TF 2.15's v1 canned classes: every case is ``run_v1_only``, so these run with TF2
+    # behaviour disabled (``V1_ONLY``) on both sides.
+    "canned_v1": [
+        f"canned/v1/{m}.py"
+        for m in ("baseline_test_v1", "linear_test_v1", "dnn_test_fc_v2_v1", "dnn_linear_combined_test_v1")
+    ],
 }
 # Upstream test-support modules, served under tf_bridge (TF 2.15 ships them in its package).
 SUPPORT = [
@@ -113,11 +119,17 @@ def _git_show(mirror: str, rev: str, path: str) -> str:
     ).stdout
 
 
+# Modules whose cases are all ``test_util.run_v1_only``: under TF2 behaviour (how upstream's
+# BUILD runs them) every case is skipped, so they are measured with it disabled.
+V1_ONLY_PREFIX = "canned/v1/"
+
+
 def tf1_modules(mirror: str, rev: str, modules: list[str]) -> set[str]:
     """The modules whose upstream ``py_test`` runs with TF2 behaviour disabled (their BUILD
-    rule has the internal dependency that does it, marked by a placeholder comment)."""
+    rule has the internal dependency that does it, marked by a placeholder comment), and
+    the v1-only ones (``V1_ONLY_PREFIX``)."""
     build = _git_show(mirror, rev, "BUILD")
-    out = set()
+    out = {m for m in modules if m.startswith(V1_ONLY_PREFIX)}
     for block in re.findall(r"py_test\((.*?)\n\)", build, flags=re.S):
         srcs = re.search(r'srcs = \["([^"]+)"\]', block)
         if srcs and srcs.group(1) in modules and "disabling tf2 behavior" in block:

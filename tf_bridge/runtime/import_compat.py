@@ -67,7 +67,7 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.tpu": ("tf_bridge.estimator.tpu",),
     f"{_TFE}.tpu.tpu_estimator": ("tf_bridge.estimator.tpu",),
     f"{_TFE}.tpu.tpu_config": ("tf_bridge.runtime.run_config",),
-    # the heads (TF 2.15's head package; TF's v1 heads, canned/head.py, are not mapped)
+    # the heads (TF 2.15's head package; TF's v1 heads, canned/head.py, below)
     f"{_TFE}.head": ("tf_bridge.runtime.heads",),
     f"{_TFE}.head.base_head": ("tf_bridge.runtime.heads.base", "jaxspec.rules.head_keys"),
     f"{_TFE}.head.binary_class_head": ("tf_bridge.runtime.heads.binary_class",),
@@ -81,6 +81,8 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.canned.dnn": (_V1C, "tf_bridge.runtime.canned.dnn"),
     f"{_TFE}.canned.linear": (_V1C, "tf_bridge.runtime.canned.linear"),
     f"{_TFE}.canned.dnn_linear_combined": (_V1C, "tf_bridge.runtime.canned.dnn_linear_combined"),
+    # TF's v1 heads' module: tf_bridge's v1 heads (BinaryClassHeadV1, ...), none of TF's private names
+    f"{_TFE}.canned.head": ("tf_bridge.runtime.canned.v1.heads",),
     f"{_TFE}.canned.optimizers": ("tf_bridge.runtime.canned.optimizers",),
     f"{_TFE}.canned.parsing_utils": ("tf_bridge.runtime.canned.parsing_utils",),
     f"{_TFE}.canned.metric_keys": ("jaxspec.rules.head_keys",),

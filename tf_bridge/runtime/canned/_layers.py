@@ -223,19 +223,26 @@ def _column_sum(column: Any, cache: Any, state: _GraphStateManager, combiner: st
     return tf.matmul(dense, weights, name="weighted_sum")
 
 
-def _fraction_of_zero(variables: list[Any]) -> Any:
+def fraction_of_zero(variables: list[Any]) -> Any:
+    """The share of zeros among all the variables' elements (float32 scalar)."""
     sizes = [tf.cast(tf.size(v), tf.float32) for v in variables]
     zeros = [zero_fraction(v) * s for v, s in zip(variables, sizes, strict=True)]
     return tf.math.add_n(zeros) / tf.math.add_n(sizes)
 
 
 def linear_logits(
-    units: int, feature_columns: Sequence[Any], sparse_combiner: str, features: dict[str, Any]
+    units: int,
+    feature_columns: Sequence[Any],
+    sparse_combiner: str,
+    features: dict[str, Any],
+    scope: str = "linear/linear_model",
 ) -> tuple[Any, list[Any]]:
     """Build the linear model in the current graph: ``(logits [batch, units], its variables
     (the columns' states and weights, then the bias))``. A categorical column contributes
     the sum of its ids' weight rows, combined per example by ``sparse_combiner``
-    (``'sum'``, ``'mean'`` or ``'sqrtn'``).
+    (``'sum'``, ``'mean'`` or ``'sqrtn'``). ``scope`` is the variable scope under the
+    current one (the v1 classes give ``linear_model`` inside their partitioned ``linear``
+    scope; the variables are then ``PartitionedVariable``s, read whole).
 
     Raises:
       ValueError: see ``check_linear_columns``.
@@ -243,7 +250,7 @@ def linear_logits(
     columns = check_linear_columns(feature_columns)
     state = _GraphStateManager()
     weights = {}
-    with tf.compat.v1.variable_scope("linear/linear_model", auxiliary_name_scope=False):
+    with tf.compat.v1.variable_scope(scope, auxiliary_name_scope=False):
         for column in columns:
             with tf.compat.v1.variable_scope(variable_scope_name(column.name), auxiliary_name_scope=False):
                 column.create_state(state)
@@ -258,7 +265,7 @@ def linear_logits(
             initializer=tf.compat.v1.zeros_initializer(),
             use_resource=True,
         )
-    with tf.name_scope("linear/linear_model"):
+    with tf.name_scope(scope):
         cache = _fc_internal.FeatureTransformationCache(features)
         sums = []
         for column in columns:
@@ -268,6 +275,6 @@ def linear_logits(
     if units > 1:
         tf.compat.v1.summary.histogram("bias", bias)
     else:
-        tf.compat.v1.summary.scalar("bias", bias[0])
-    tf.compat.v1.summary.scalar("fraction_of_zero_weights", _fraction_of_zero(state.variables))
+        tf.compat.v1.summary.scalar("bias", tf.convert_to_tensor(bias)[0])
+    tf.compat.v1.summary.scalar("fraction_of_zero_weights", fraction_of_zero(state.variables))
     return logits, state.variables + [bias]

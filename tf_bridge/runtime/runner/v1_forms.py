@@ -13,12 +13,12 @@ one, a subclass of the same name that
   SUM and SUM_OVER_BATCH_SIZE are computed, MEAN and SUM_BY_NONZERO_WEIGHTS (which TF
   2.15's v1 heads also computed) are refused with ValueError.
 
-One line makes a class's v1 form, e.g. ``LinearClassifier = v1_form(linear.LinearClassifier)``
-(the canned ones are in ``tf_bridge.runtime.canned.v1``). Otherwise a v1 form is the v2
-class: the same graph, Keras optimizers and variable names (TF 2.15's v1 canned
-estimators used ``tf.compat.v1.train`` optimizers, whose slots are named differently).
-A v1 form is a subclass of the v2 class (TF 2.15 had it the other way round), so
-``isinstance(v1_instance, tf.estimator.Estimator)`` holds here.
+One line makes a class's v1 form, e.g. ``Estimator = v1_form(EstimatorV2)``; otherwise a
+v1 form is the v2 class. A v1 form is a subclass of the v2 class (TF 2.15 had it the other
+way round), so ``isinstance(v1_instance, tf.estimator.Estimator)`` holds here. The v1
+canned estimators are not forms: ``tf_bridge.runtime.canned.v1`` builds them as TF 2.15's
+v1 classes (TF1 optimizers and slot names, partitioners, v1 heads), with ``V1Methods`` and
+``v1_loss_reduction`` from here.
 """
 
 from __future__ import annotations
