@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tf_bridge.runtime.npu.loss_scale import LossScaleManager
 
-_Optimizer = tf.compat.v1.train.Optimizer
+_Optimizer: TypeAlias = tf.compat.v1.train.Optimizer
 
 # A gradient as tf.compat.v1 optimizers give it: dense, or IndexedSlices for gathers.
 Gradient: TypeAlias = tf.Tensor | tf.IndexedSlices
