@@ -179,7 +179,7 @@ class RunConfig(_jaxspec_config.RunConfig):
         return self._cluster_settings.cluster_spec
 
     @property
-    def service(self) -> dict[str, object] | None:
+    def service(self) -> dict[str, Any] | None:  # JSON, as TF_CONFIG gives it
         """TF_CONFIG's ``service`` dict, or None."""
         return self._cluster_settings.service
 

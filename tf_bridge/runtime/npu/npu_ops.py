@@ -77,7 +77,7 @@ def dropout(
         raise ValueError(
             f"npu_ops.dropout: x must be a floating-point tensor (it is scaled); got {x.dtype.name}."
         )
-    if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:
+    if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:  # type: ignore[operator]  # mypy: numbers.Real has no order
         raise ValueError(f"npu_ops.dropout: keep_prob must be in (0, 1]; got {keep_prob}.")
     if isinstance(keep_prob, float) and keep_prob == 1:
         return x
