@@ -24,7 +24,7 @@ CHIEF, MASTER, WORKER, PS, EVALUATOR = "chief", "master", "worker", "ps", "evalu
 class ClusterSettings:
     """What RunConfig exposes about the process's place in the cluster."""
 
-    cluster_spec: Any
+    cluster_spec: tf.train.ClusterSpec
     task_type: str
     task_id: int
     is_chief: bool
@@ -63,7 +63,7 @@ def model_dir_from(tf_config: dict[str, Any], model_dir: str | None) -> str | No
     return model_dir or from_env
 
 
-def _task(cluster: Any, task_env: dict[str, Any], chief_type: str) -> tuple[str, int]:
+def _task(cluster: tf.train.ClusterSpec, task_env: dict[str, Any], chief_type: str) -> tuple[str, int]:
     """The validated task type and index.
 
     Raises:
@@ -98,7 +98,7 @@ def _task(cluster: Any, task_env: dict[str, Any], chief_type: str) -> tuple[str,
     return task_type, task_id
 
 
-def _master(cluster: Any, task_type: str, task_id: int, tf_config: dict[str, Any]) -> str:
+def _master(cluster: tf.train.ClusterSpec, task_type: str, task_id: int, tf_config: dict[str, Any]) -> str:
     """``session_master`` if given; '' for a one-task cluster; else this task's grpc address."""
     if "session_master" in tf_config:
         return tf_config["session_master"]
@@ -108,7 +108,7 @@ def _master(cluster: Any, task_type: str, task_id: int, tf_config: dict[str, Any
     return "grpc://" + cluster.job_tasks(task_type)[task_id]
 
 
-def _global_id(cluster: Any, task_type: str, task_id: int, chief_type: str) -> int:
+def _global_id(cluster: tf.train.ClusterSpec, task_type: str, task_id: int, chief_type: str) -> int:
     """Chief first, then the other jobs in name order, parameter servers last."""
     order = [chief_type] + [j for j in sorted(cluster.jobs) if j not in (chief_type, PS)]
     if PS in cluster.jobs:
@@ -121,7 +121,7 @@ def _global_id(cluster: Any, task_type: str, task_id: int, chief_type: str) -> i
     raise ValueError(f"TF_CONFIG: task.type {task_type!r} is not in the cluster.")
 
 
-def _counts(cluster: Any, chief_type: str) -> tuple[int, int]:
+def _counts(cluster: tf.train.ClusterSpec, chief_type: str) -> tuple[int, int]:
     jobs = cluster.as_dict()
     return len(jobs.get(PS, [])), len(jobs.get(WORKER, [])) + len(jobs.get(chief_type, []))
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from jaxspec.estimators import training as _shared
 from tf_bridge.runtime.runner.cluster import start_server
+
+if TYPE_CHECKING:
+    from tf_bridge.runtime.runner.estimator import Estimator
 
 _log = logging.getLogger("tf_bridge")
 
@@ -31,7 +34,7 @@ MAX_DELAY_SECS = 60
 TASKS = ("chief", "worker", "master", "ps", "evaluator")
 
 
-def _check(estimator: Any, train_spec: Any, eval_spec: Any, family: _shared.Family) -> None:
+def _check(estimator: object, train_spec: object, eval_spec: object, family: _shared.Family) -> None:
     if not isinstance(estimator, family.estimator_type):
         raise TypeError(
             f"train_and_evaluate: estimator must be a tf_bridge Estimator, got {type(estimator).__name__}."
@@ -44,7 +47,12 @@ def _check(estimator: Any, train_spec: Any, eval_spec: Any, family: _shared.Fami
         raise TypeError(f"train_and_evaluate: eval_spec must be an EvalSpec, got {type(eval_spec).__name__}.")
 
 
-def _train(estimator: Any, train_spec: Any, listeners: list[Any], sleep: Callable[[float], None]) -> None:
+def _train(
+    estimator: Estimator,
+    train_spec: _shared.TrainSpec,
+    listeners: list[object],
+    sleep: Callable[[float], None],
+) -> None:
     config = estimator.config
     start_server(config)
     if config.task_type == "worker":
@@ -64,12 +72,12 @@ def _train(estimator: Any, train_spec: Any, listeners: list[Any], sleep: Callabl
 
 
 def run_task(
-    estimator: Any,
-    train_spec: Any,
-    eval_spec: Any,
+    estimator: Estimator,
+    train_spec: _shared.TrainSpec,
+    eval_spec: _shared.EvalSpec | Sequence[_shared.EvalSpec],
     family: _shared.Family,
     sleep: Callable[[float], None] = time.sleep,
-) -> Any:
+) -> _shared.EvalOutcome | None:
     """Run this process's part of a cluster's train_and_evaluate (see the module
     docstring). Returns the evaluator's last ``(eval_result, export_results)``, None for
     the other tasks (tf.estimator returned nothing there).

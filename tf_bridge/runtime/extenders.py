@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from jaxspec.mode_keys import ModeKeys
 from jaxspec.rules.metric_fn import eval_metrics_with, verify_metric_fn_args
+from jaxspec.spec.fn_types import PyTree
+from tf_bridge.runtime.run_config import RunConfig
 from tf_bridge.runtime.runner.estimator import Estimator
+from tf_bridge.runtime.spec import EstimatorSpec
 
 
-def add_metrics(estimator: Any, metric_fn: Callable[..., Any]) -> Estimator:
+def add_metrics(estimator: Estimator, metric_fn: Callable[..., Mapping[str, object]]) -> Estimator:
     """A new ``tf_bridge.Estimator`` whose eval metrics are ``estimator``'s and
     ``metric_fn``'s (``tf.estimator.add_metrics``, TF 2.15 behaviour).
 
@@ -35,7 +37,7 @@ def add_metrics(estimator: Any, metric_fn: Callable[..., Any]) -> Estimator:
     """
     verify_metric_fn_args(metric_fn)
 
-    def model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+    def model_fn(features: PyTree, labels: PyTree, mode: str, config: RunConfig) -> EstimatorSpec:
         spec = estimator.model_fn(features, labels, mode, config)
         if mode != ModeKeys.EVAL:
             return spec

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
 from tensorflow.python.training import training_util
@@ -35,10 +35,13 @@ from tf_bridge.runtime.runner.train import load_global_step
 from tf_bridge.runtime.runner_hooks import ExamplesPerSecondHook, HostCallFetchHook, StopAfterNEvalsHook
 
 _log = logging.getLogger("tf_bridge")
-_SessionRunHook = tf.compat.v1.train.SessionRunHook
+_SessionRunHook: TypeAlias = tf.compat.v1.train.SessionRunHook
+_RunContext: TypeAlias = tf.compat.v1.train.SessionRunContext
+_RunValues: TypeAlias = tf.compat.v1.train.SessionRunValues
+_RunArgs: TypeAlias = tf.compat.v1.train.SessionRunArgs
 
 
-def _stop_variable() -> Any:
+def _stop_variable() -> tf.Variable:
     """The bool variable ``signal_early_stopping/STOP`` (a global variable, so the chief
     and the workers of a cluster share it on the parameter servers and checkpoints keep
     it, as tf.estimator's); made once per graph."""
@@ -67,9 +70,9 @@ class _StopOnPredicateHook(_SessionRunHook):
         self._timer = tf.compat.v1.train.SecondOrStepTimer(
             every_secs=run_every_secs, every_steps=run_every_steps
         )
-        self._global_step: Any = None
-        self._stop_var: Any = None
-        self._set_stop: Any = None
+        self._global_step: tf.Tensor | None = None
+        self._stop_var: tf.Variable | None = None
+        self._set_stop: tf.Tensor | None = None
 
     def begin(self) -> None:
         self._global_step = tf.compat.v1.train.get_global_step()
@@ -78,10 +81,10 @@ class _StopOnPredicateHook(_SessionRunHook):
         self._stop_var = _stop_variable()
         self._set_stop = tf.compat.v1.assign(self._stop_var, True)
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(self, run_context: _RunContext) -> _RunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: _RunContext, run_values: _RunValues) -> None:
         step = int(run_values.results)
         if self._timer.should_trigger_for_step(step):
             self._timer.update_last_triggered_step(step)
@@ -95,27 +98,30 @@ class _CheckForStoppingHook(_SessionRunHook):
     """A worker's early-stopping hook: stops once the chief has set the stop variable."""
 
     def __init__(self) -> None:
-        self._stop: Any = None
+        self._stop: tf.Variable | None = None
 
     def begin(self) -> None:
         self._stop = _stop_variable()
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(self, run_context: _RunContext) -> _RunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._stop)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: _RunContext, run_values: _RunValues) -> None:
         if run_values.results:
             _log.info("The chief requested early stopping; this worker stops.")
             run_context.request_stop()
 
 
-def _check_estimator(estimator: Any) -> None:
+def _check_estimator(estimator: object) -> None:
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a tf_bridge Estimator, got {type(estimator).__name__}.")
 
 
 def _build(
-    estimator: Any, should_stop_fn: Callable[[], bool], every_secs: float | None, every_steps: int | None
+    estimator: Estimator,
+    should_stop_fn: Callable[[], bool],
+    every_secs: float | None,
+    every_steps: int | None,
 ) -> _SessionRunHook:
     """On the chief (and without a cluster) a hook that calls ``should_stop_fn`` every
     ``every_secs`` / ``every_steps``; when it returns True it sets the global variable
@@ -146,7 +152,9 @@ def read_eval_metrics(eval_dir: str) -> collections.OrderedDict[int, dict[str, f
     return collections.OrderedDict(sorted(by_step.items()))
 
 
-_factories = EarlyStoppingFactories(_check_estimator, _build, read_eval_metrics)
+# build is called only with what _check_estimator accepted (a tf_bridge Estimator), which
+# the shared factories type as the EvalDirOwner they read.
+_factories = EarlyStoppingFactories(_check_estimator, _build, read_eval_metrics)  # type: ignore[arg-type]
 make_early_stopping_hook = _factories.make_early_stopping_hook  # the hook: see ``_build``
 stop_if_higher_hook = _factories.stop_if_higher_hook
 stop_if_lower_hook = _factories.stop_if_lower_hook
@@ -166,17 +174,17 @@ class _StopAtCheckpointStepHook(_SessionRunHook):
             raise ValueError("model_dir is required.")
         self._model_dir, self._last_step = model_dir, last_step
         self._wait = wait_after_file_check_secs
-        self._global_step: Any = None
+        self._global_step: tf.Tensor | None = None
 
     def begin(self) -> None:
         self._global_step = training_util._get_or_create_global_step_read()
         if self._global_step is None:
             raise RuntimeError("stopping at a checkpoint step needs a global step in the graph.")
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(self, run_context: _RunContext) -> _RunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: _RunContext, run_values: _RunValues) -> None:
         if int(run_values.results) + 1 < self._last_step:
             return
         if load_global_step(self._model_dir) >= self._last_step:
@@ -186,7 +194,7 @@ class _StopAtCheckpointStepHook(_SessionRunHook):
 
 
 def make_stop_at_checkpoint_step_hook(
-    estimator: Any, last_step: int, wait_after_file_check_secs: float = 30
+    estimator: Estimator, last_step: int, wait_after_file_check_secs: float = 30
 ) -> _SessionRunHook:
     """A hook that ends training at ``last_step`` on every task of a cluster
     (``tf.estimator.experimental.make_stop_at_checkpoint_step_hook``): on the chief a

@@ -11,9 +11,14 @@ run before or after it (on a loaded machine both happen within one run), so
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
+
+from jaxspec.spec.fn_types import PyTree
+
+# A value tf.convert_to_tensor takes (tensors, numpy arrays, Python numbers).
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 # Ops that only read a resource: they need not wait (the forward pass stays unordered).
 _READS = frozenset(
@@ -32,7 +37,7 @@ _READS = frozenset(
 )
 
 
-def _as_tensor(value: Any) -> tf.Tensor:
+def _as_tensor(value: TensorLike | tf.Variable) -> tf.Tensor:
     """``value`` as a tensor; a variable becomes a read of it, taken here (not later)."""
     if isinstance(value, tf.Variable):
         with tf.control_dependencies(None):
@@ -40,9 +45,9 @@ def _as_tensor(value: Any) -> tf.Tensor:
     return tf.convert_to_tensor(value)
 
 
-def _closure(ops: list[Any]) -> set[Any]:
+def _closure(ops: list[tf.Operation]) -> set[tf.Operation]:
     """Every op ``ops`` depend on (through inputs and control inputs), themselves included."""
-    seen: set[Any] = set()
+    seen: set[tf.Operation] = set()
     stack = list(ops)
     while stack:
         op = stack.pop()
@@ -54,7 +59,7 @@ def _closure(ops: list[Any]) -> set[Any]:
     return seen
 
 
-def _writes_state(op: Any) -> bool:
+def _writes_state(op: tf.Operation) -> bool:
     """Whether ``op`` may write a variable or another resource: it takes a resource (or a
     TF1 ref) input and is not a plain read. An op inside a TF1 while loop is left out (an
     edge from outside its frame is not allowed; TF >= 2.16 builds v2 loops)."""
@@ -66,7 +71,7 @@ def _writes_state(op: Any) -> bool:
     return any(t.dtype == tf.resource or t.dtype._is_ref_dtype for t in op.inputs)  # noqa: SLF001
 
 
-def order_before_update(tensors: Any, train_op: Any) -> Any:
+def order_before_update(tensors: PyTree, train_op: tf.Operation | tf.Tensor) -> PyTree:
     """``tensors`` (a structure of tensors or variables, as a host_call's), each read before
     any variable write of ``train_op``.
 

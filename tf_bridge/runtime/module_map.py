@@ -21,7 +21,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 Entry = str | tuple[str, ...]
@@ -35,7 +35,7 @@ class MergedModule(types.ModuleType):
         self.__path__: list[str] = []  # a package: entries below it can be imported
         self._sources = sources
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Any:  # a source module's attribute: any value
         if attr.startswith("__"):
             raise AttributeError(attr)
         if _mapped(f"{self.__name__}.{attr}"):  # a mapped submodule wins over a source's attribute
@@ -70,7 +70,7 @@ class _AliasLoader(importlib.abc.Loader):
 
     def __init__(self, target: str) -> None:
         self._target = target
-        self._spec: Any = None
+        self._spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = importlib.import_module(self._target)
@@ -122,7 +122,9 @@ class ModuleMapFinder(importlib.abc.MetaPathFinder):
                     break
         return entry if entry is not None and _module_exists(entry) else None
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         entry = self.resolve(fullname)
         if entry is None:
             return None

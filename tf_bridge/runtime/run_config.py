@@ -21,7 +21,7 @@ from tf_bridge.runtime import cluster_settings as _cluster_settings
 InputPipelineConfig = _jaxspec_config.InputPipelineConfig
 
 
-def default_session_config() -> Any:
+def default_session_config() -> tf.compat.v1.ConfigProto:
     """The ``tf.compat.v1.ConfigProto`` tf.estimator used when ``session_config`` is None:
     soft placement on, and Grappler's meta optimizer run once. Same settings as TF 2.15's
     Estimator, so graphs are rewritten (and computed) the same way."""
@@ -43,14 +43,14 @@ class TPUConfig(_jaxspec_config.TPUConfig):
     """
 
 
-def _strategy_coordinated(train_distribute: Any, experimental_distribute: Any) -> bool:
+def _strategy_coordinated(train_distribute: object, experimental_distribute: object) -> bool:
     """Whether tf.estimator would hand the cluster to a strategy's coordinator: a
     ``train_distribute`` that is not a TPUStrategy (or one in ``experimental_distribute``)."""
     strategy = train_distribute or getattr(experimental_distribute, "train_distribute", None)
     return strategy is not None and not type(strategy).__name__.startswith("TPUStrategy")
 
 
-def _check_strategies(train_distribute: Any, eval_distribute: Any) -> None:
+def _check_strategies(train_distribute: object, eval_distribute: object) -> None:
     """tf.estimator's strategy rule: the TF2 ParameterServerStrategy does not run an
     Estimator (its TF1 ``tf.compat.v1.distribute.experimental`` one does).
 
@@ -66,14 +66,14 @@ def _check_strategies(train_distribute: Any, eval_distribute: Any) -> None:
             )
 
 
-def _check_session_config(session_config: Any) -> None:
+def _check_session_config(session_config: object) -> None:
     if session_config is not None and not isinstance(session_config, tf.compat.v1.ConfigProto):
         raise ValueError(
             f"RunConfig: session_config must be a tf.compat.v1.ConfigProto, got {type(session_config).__name__}."
         )
 
 
-def distributed_session_config(task_type: str, task_id: int) -> Any:
+def distributed_session_config(task_type: str, task_id: int) -> tf.compat.v1.ConfigProto | None:
     """tf.estimator's session_config for a task of a cluster when none is given: the
     default one plus the task's device filters (``cluster_settings.device_filters``); None for
     a task that gets none (an evaluator)."""
@@ -174,12 +174,12 @@ class RunConfig(_jaxspec_config.RunConfig):
         return self._cluster_settings.global_id_in_cluster
 
     @property
-    def cluster_spec(self) -> Any:
+    def cluster_spec(self) -> tf.train.ClusterSpec:
         """The ``tf.train.ClusterSpec`` (empty without a cluster and on an evaluator)."""
         return self._cluster_settings.cluster_spec
 
     @property
-    def service(self) -> dict[str, Any] | None:
+    def service(self) -> dict[str, Any] | None:  # JSON, as TF_CONFIG gives it
         """TF_CONFIG's ``service`` dict, or None."""
         return self._cluster_settings.service
 
@@ -192,7 +192,7 @@ class RunConfig(_jaxspec_config.RunConfig):
         """The session target: ``master`` or ``''`` (in-process)."""
         return self.master or ""
 
-    def resolved_session_config(self) -> Any:
+    def resolved_session_config(self) -> tf.compat.v1.ConfigProto:
         """``session_config``, or ``default_session_config()`` when it is None."""
         return self.session_config if self.session_config is not None else default_session_config()
 

@@ -14,13 +14,23 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2
 
 _log = logging.getLogger("tf_bridge")
-_SessionRunHook = tf.compat.v1.train.SessionRunHook
+_SessionRunHook: TypeAlias = tf.compat.v1.train.SessionRunHook
+_RunContext: TypeAlias = tf.compat.v1.train.SessionRunContext
+_RunValues: TypeAlias = tf.compat.v1.train.SessionRunValues
+_RunArgs: TypeAlias = tf.compat.v1.train.SessionRunArgs
+
+# What ``Session.run`` fetches: ops, tensors or their names, nested in lists, tuples and
+# dicts; None fetches nothing.
+Fetches: TypeAlias = (
+    "tf.Operation | tf.Tensor | tf.SparseTensor | str | Sequence[Fetches] | Mapping[str, Fetches] | None"
+)
 
 
 class HostCallFetchHook(_SessionRunHook):
@@ -35,13 +45,13 @@ class HostCallFetchHook(_SessionRunHook):
       fetches: anything ``Session.run`` accepts; None fetches nothing.
     """
 
-    def __init__(self, fetches: Any) -> None:
+    def __init__(self, fetches: Fetches) -> None:
         self._fetches = fetches
-        self._init_ops: list[Any] = []
-        self._flush_ops: list[Any] = []
+        self._init_ops: list[tf.Operation] = []
+        self._flush_ops: list[tf.Operation] = []
 
     @property
-    def fetches(self) -> Any:
+    def fetches(self) -> Fetches:
         """What is run at every step."""
         return self._fetches
 
@@ -49,14 +59,14 @@ class HostCallFetchHook(_SessionRunHook):
         self._init_ops = list(summary_ops_v2.summary_writer_initializer_op())
         self._flush_ops = [summary_ops_v2.legacy_raw_flush(writer=op.inputs[0]) for op in self._init_ops]
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(self, session: tf.compat.v1.Session, coord: tf.train.Coordinator) -> None:
         if self._init_ops:
             session.run(self._init_ops)
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(self, run_context: _RunContext) -> _RunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._fetches)
 
-    def end(self, session: Any) -> None:
+    def end(self, session: tf.compat.v1.Session) -> None:
         if self._flush_ops:
             session.run(self._flush_ops)
 
@@ -75,18 +85,18 @@ class StopAfterNEvalsHook(_SessionRunHook):
 
     def __init__(self, num_evals: int, log_progress: bool = True) -> None:
         self._num_evals = num_evals
-        self._completed: Any = None
+        self._completed: tf.Tensor | None = None
         self._log_progress = log_progress
         self._log_every = 1 if num_evals < 20 else math.floor(num_evals / 10.0)
 
-    def set_evals_completed_tensor(self, tensor: Any) -> None:
+    def set_evals_completed_tensor(self, tensor: tf.Tensor) -> None:
         """The int tensor holding the number of batches done after this run."""
         self._completed = tensor
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(self, run_context: _RunContext) -> _RunArgs:
         return tf.compat.v1.train.SessionRunArgs({"evals_completed": self._completed})
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(self, run_context: _RunContext, run_values: _RunValues) -> None:
         done = int(run_values.results["evals_completed"])
         if self._log_progress and (done % self._log_every == 0 or done == self._num_evals):
             _log.info("Evaluation [%d/%d]", done, self._num_evals)
@@ -109,7 +119,7 @@ class ExamplesPerSecondHook(tf.compat.v1.train.StepCounterHook):
         every_n_steps: int | None = 100,
         every_n_secs: float | None = None,
         output_dir: str | None = None,
-        summary_writer: Any = None,
+        summary_writer: tf.compat.v1.summary.FileWriter | None = None,
     ) -> None:
         self._batch_size = batch_size
         super().__init__(

@@ -14,7 +14,7 @@ exception types (tf.estimator's) and messages that name the spec class and the f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeGuard
 
 import tensorflow as tf
 from tensorflow.python.saved_model.model_utils import export_output as _tf_export_output
@@ -40,16 +40,16 @@ PredictOutput = _tf_export_output.PredictOutput
 SERVING_DEFAULT = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 
 
-def _type_name(x: Any) -> str:
+def _type_name(x: object) -> str:
     return type(x).__name__
 
 
-def is_dense_tensor(x: Any) -> bool:
+def is_dense_tensor(x: object) -> TypeGuard[tf.Tensor | tf.Variable]:
     """True for a dense ``tf.Tensor`` (graph or eager) or a ``tf.Variable``."""
     return isinstance(x, (tf.Tensor, tf.Variable))
 
 
-def _check_graph(value: Any, field: str, cls: str) -> None:
+def _check_graph(value: object, field: str, cls: str) -> None:
     """ValueError unless ``value`` lives in the default graph (tf.estimator's check: a
     tensor from an earlier model_fn call or another graph cannot run in this session)."""
     if tf.executing_eagerly():
@@ -76,11 +76,11 @@ class TFSpecValues(SpecValues):
         "a TensorFlow ExportOutput (tf_bridge.ClassificationOutput/RegressionOutput/PredictOutput)",
     )
 
-    def check_value(self, value: Any, field: str, cls: str) -> None:
+    def check_value(self, value: object, field: str, cls: str) -> None:
         """A prediction must come from the default graph (ValueError otherwise)."""
         _check_graph(value, field, cls)
 
-    def train_op(self, train_op: Any, mode: str | None, cls: str) -> Any:
+    def train_op(self, train_op: object, mode: str | None, cls: str) -> tf.Operation | tf.Tensor | None:
         """``train_op``: a ``tf.Operation`` or tensor (a variable becomes its op).
 
         Raises:
@@ -99,7 +99,7 @@ class TFSpecValues(SpecValues):
         _check_graph(train_op, "train_op", cls)
         return train_op
 
-    def loss(self, loss: Any, mode: str | None, cls: str) -> Any:
+    def loss(self, loss: object, mode: str | None, cls: str) -> tf.Tensor | None:
         """``loss``: a dense tensor with one element (any shape), returned with shape ``[]``.
 
         Raises:
@@ -119,7 +119,7 @@ class TFSpecValues(SpecValues):
             loss = tf.reshape(loss, [])
         return loss
 
-    def eval_metric_ops(self, ops: Any, cls: str) -> dict[Any, Any]:
+    def eval_metric_ops(self, ops: object, cls: str) -> dict[str, object]:
         """A dict of ``(value, update_op)`` tuples or graph-mode Keras metrics (objects with
         ``result()`` and ``updates``, e.g. ``tf_keras``), as tf.estimator. A Keras metric
         becomes ``(result(), updates[0])`` and its variables join the LOCAL_VARIABLES and
@@ -131,7 +131,7 @@ class TFSpecValues(SpecValues):
             tensor, update or metric result not in the default graph.
         """
         ops = spec_fields.check_eval_metric_ops(ops, cls)
-        new_vars: list[Any] = []
+        new_vars: list[tf.Variable] = []
         for key, value in list(ops.items()):
             if isinstance(value, tuple):
                 for part in tf.nest.flatten(value):
@@ -246,7 +246,7 @@ class TPUEstimatorSpec(TPUEstimatorSpecBase):
         eval_metric_ops = None
         if self.eval_metrics is not None:
             eval_metric_ops = call_with_tensors(*self.eval_metrics)
-        hooks: tuple[Any, ...] = ()
+        hooks: tuple[tf.compat.v1.train.SessionRunHook, ...] = ()
         if self.host_call is not None:
             host_fn, tensors = self.host_call
             if self.mode == ModeKeys.TRAIN and self.train_op is not None and not tf.executing_eagerly():

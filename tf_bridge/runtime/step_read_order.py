@@ -16,8 +16,6 @@ graph that writes the global step outside a loop body (its initializer aside), a
 
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
@@ -27,7 +25,7 @@ WRITER_TYPES = frozenset(
 )
 
 
-def order_step_writes_after_read(graph: Any) -> int:
+def order_step_writes_after_read(graph: tf.Graph) -> int:
     """Make each write of ``graph``'s global step wait for its read tensor; returns how many
     writes were ordered (0 without a global step or its read tensor)."""
     step = tf.compat.v1.train.get_global_step(graph)

@@ -11,7 +11,7 @@ hooks and CheckpointSaverListeners. The exporters are jaxspec's classes: they on
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -48,11 +48,11 @@ class EvalSpec(_shared.EvalSpec):
     _hook_type = tf.compat.v1.train.SessionRunHook
 
 
-def _latest_checkpoint(estimator: Any) -> str | None:
+def _latest_checkpoint(estimator: Estimator) -> str | None:
     return estimator.latest_checkpoint()
 
 
-def _latest_step(estimator: Any) -> int:
+def _latest_step(estimator: Estimator) -> int:
     return load_global_step(estimator.model_dir)
 
 
@@ -67,7 +67,9 @@ FAMILY = _shared.Family(
 )
 
 
-def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: Any) -> Any:
+def train_and_evaluate(
+    estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec | Sequence[EvalSpec]
+) -> _shared.EvalOutcome | list[_shared.EvalOutcome] | None:
     """Train a tf_bridge Estimator, evaluating and exporting along the way
     (``tf.estimator.train_and_evaluate``, TF 2.15 behaviour).
 

@@ -11,12 +11,15 @@ float32 value (the count is exact in both dtypes; the division is TensorFlow's).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
 
+# A value tf.convert_to_tensor takes (tensors, numpy arrays, Python numbers).
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
-def zero_fraction(value: Any, name: str | None = None) -> Any:
+
+def zero_fraction(value: TensorLike, name: str | None = None) -> tf.Tensor:
     """The fraction of zeros in ``value`` (any shape and numeric dtype), a float32 scalar:
     ``tf.math.zero_fraction``'s value, computed as ``(size - nonzero) / size`` in float32
     as TensorFlow does, with no cond in the graph (see the module docstring)."""

@@ -13,9 +13,12 @@ Ascend machine they go to the real adapter.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tf_bridge.runtime.run_config import RunConfig
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _log = logging.getLogger("tf_bridge")
 
@@ -132,7 +135,7 @@ class DynamicInputConfig:
         self._dynamic_node_type = dynamic_node_type
 
 
-def _check_int(value: Any, name: str, minimum: int) -> None:
+def _check_int(value: object, name: str, minimum: int) -> None:
     """TypeError unless an int; ValueError if below ``minimum`` (the adapter's checks)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"NPURunConfig: {name} must be an int, got {type(value).__name__}.")
@@ -201,13 +204,13 @@ class NPURunConfig(RunConfig):
         save_summary_steps: int = 0,
         save_checkpoints_steps: int | None = None,
         save_checkpoints_secs: int | None = None,
-        session_config: Any = None,
+        session_config: tf.compat.v1.ConfigProto | None = None,
         keep_checkpoint_max: int = 5,
         keep_checkpoint_every_n_hours: float = 10000,
         log_step_count_steps: int = 100,
-        train_distribute: Any = None,
-        eval_distribute: Any = None,
-        **npu_options: Any,
+        train_distribute: tf.distribute.Strategy | None = None,
+        eval_distribute: tf.distribute.Strategy | None = None,
+        **npu_options: object,
     ) -> None:
         unknown = sorted(set(npu_options) - set(NPU_ONLY_DEFAULTS))
         if unknown:
@@ -235,7 +238,7 @@ class NPURunConfig(RunConfig):
         for name, value in options.items():
             setattr(self, name, value)
 
-    def npu_only_settings(self) -> dict[str, Any]:
+    def npu_only_settings(self) -> dict[str, object]:
         """The NPU-only arguments given, that differ from the adapter's defaults."""
         return {
             k: v
@@ -243,7 +246,7 @@ class NPURunConfig(RunConfig):
             if v is not NPU_ONLY_DEFAULTS[k] and v != NPU_ONLY_DEFAULTS[k]
         }
 
-    def adapter_kwargs(self) -> dict[str, Any]:
+    def adapter_kwargs(self) -> dict[str, object]:
         """The arguments to build the adapter's own NPURunConfig from this one: the
         RunConfig fields and only the NPU options given (so an adapter release without a
         newer option still accepts them)."""

@@ -25,17 +25,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import tensorflow as tf
 
 from jaxspec.mode_keys import ModeKeys
+from jaxspec.spec.fn_types import PyTree
 from jaxspec.spec.host_call import call_with_tensors
 from tf_bridge.runtime.host_call_order import order_before_update
 from tf_bridge.runtime.module_map import MergedModule
 from tf_bridge.runtime.npu.config import NPURunConfig
 from tf_bridge.runtime.npu.optimizer import rank_size
-from tf_bridge.runtime.runner.estimator import Estimator
+from tf_bridge.runtime.run_config import RunConfig
+from tf_bridge.runtime.runner.estimator import Estimator, WarmStartFrom
 from tf_bridge.runtime.runner.inputs import call_model_fn, fn_arg_names
 from tf_bridge.runtime.runner.v1_forms import V1Methods
 from tf_bridge.runtime.runner_hooks import HostCallFetchHook
@@ -44,7 +47,7 @@ from tf_bridge.runtime.spec import EstimatorSpec, NPUEstimatorSpec
 _log = logging.getLogger("tf_bridge")
 
 
-def load_adapter() -> Any:
+def load_adapter() -> tuple[ModuleType, ModuleType] | None:
     """Ascend's ``npu_bridge.estimator.npu`` modules (npu_estimator, npu_config), or None
     when ``npu_bridge`` does not import or is tf_bridge's own stand-in (``tf_bridge.install()``
     where the adapter is absent)."""
@@ -57,7 +60,7 @@ def load_adapter() -> Any:
     return npu_estimator, npu_config
 
 
-def _to_adapter_spec(spec: Any, adapter_spec_type: type) -> Any:
+def _to_adapter_spec(spec: object, adapter_spec_type: type) -> object:
     """A tf_bridge EstimatorSpec / NPUEstimatorSpec as the adapter's NPUEstimatorSpec;
     anything else is returned unchanged (the adapter then judges it)."""
     if not isinstance(spec, EstimatorSpec):
@@ -68,14 +71,14 @@ def _to_adapter_spec(spec: Any, adapter_spec_type: type) -> Any:
 
 
 def _adapter_estimator(
-    adapter: Any,
-    model_fn: Callable[..., Any],
-    model_dir: Any,
-    config: Any,
-    params: Any,
+    adapter: tuple[ModuleType, ModuleType],
+    model_fn: Callable[..., object],
+    model_dir: str | os.PathLike[str] | None,
+    config: object,
+    params: dict[str, object] | None,
     job_start_file: str,
-    warm_start_from: Any,
-) -> Any:
+    warm_start_from: WarmStartFrom,
+) -> object:
     """The adapter's NPUEstimator running ``model_fn``, with tf_bridge's config and specs
     translated."""
     npu_estimator, npu_config = adapter
@@ -83,7 +86,9 @@ def _adapter_estimator(
         raise ValueError(f"NPUEstimator needs config, a tf_bridge NPURunConfig; got {type(config).__name__}.")
     names = fn_arg_names(model_fn)
 
-    def adapter_model_fn(features: Any, labels: Any, mode: str, params: Any, config: Any) -> Any:
+    def adapter_model_fn(
+        features: PyTree, labels: PyTree, mode: str, params: dict[str, object], config: object
+    ) -> object:
         available = {"labels": labels, "mode": mode, "params": params, "config": config}
         kwargs = {name: available[name] for name in names if name in available}
         return _to_adapter_spec(model_fn(features=features, **kwargs), npu_estimator.NPUEstimatorSpec)
@@ -98,7 +103,7 @@ def _adapter_estimator(
     )
 
 
-def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> Any:
+def _attach_host_call(spec: NPUEstimatorSpec, mode: str) -> NPUEstimatorSpec:
     """The spec with its host_call turned into a per-step HostCallFetchHook (first hook of the
     mode) and ``loss`` made to depend on the host_call's tensors. In TRAIN the tensors are
     read before the train op updates any variable (``order_before_update``); in EVAL after
@@ -137,13 +142,13 @@ class NPUEstimator(V1Methods, Estimator):
 
     def __new__(
         cls,
-        model_fn: Callable[..., Any] | None = None,
-        model_dir: Any = None,
-        config: Any = None,
-        params: Any = None,
+        model_fn: Callable[..., EstimatorSpec] | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
+        config: NPURunConfig | None = None,
+        params: dict[str, object] | None = None,
         job_start_file: str = "",
-        warm_start_from: Any = None,
-    ) -> Any:
+        warm_start_from: WarmStartFrom = None,
+    ) -> Any:  # the adapter's NPUEstimator where npu_bridge is installed, else cls()
         adapter = load_adapter() if cls is NPUEstimator else None
         if adapter is not None:
             return _adapter_estimator(
@@ -153,12 +158,12 @@ class NPUEstimator(V1Methods, Estimator):
 
     def __init__(
         self,
-        model_fn: Callable[..., Any] | None = None,
-        model_dir: Any = None,
-        config: Any = None,
-        params: Any = None,
+        model_fn: Callable[..., EstimatorSpec] | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
+        config: NPURunConfig | None = None,
+        params: dict[str, object] | None = None,
         job_start_file: str = "",
-        warm_start_from: Any = None,
+        warm_start_from: WarmStartFrom = None,
     ) -> None:
         if config is None or not isinstance(config, NPURunConfig):
             raise ValueError(f"NPUEstimator needs config, an NPURunConfig; got {type(config).__name__}.")
@@ -184,7 +189,9 @@ class NPUEstimator(V1Methods, Estimator):
     def _iterations_per_loop(self) -> int:
         return self._config.iterations_per_loop
 
-    def _call_model_fn(self, features: Any, labels: Any, mode: str, config: Any, export: bool = False) -> Any:
+    def _call_model_fn(
+        self, features: PyTree, labels: PyTree, mode: str, config: RunConfig, export: bool = False
+    ) -> EstimatorSpec:
         """model_fn; in TRAIN and EVAL an NPUEstimatorSpec's host_call joins the hooks.
 
         Raises:

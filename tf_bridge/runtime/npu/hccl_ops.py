@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
 
 from tf_bridge.runtime.cluster_settings import read_tf_config
 from tf_bridge.runtime.npu.npu_only import npu_only
+
+# What the collectives accept: a tf.Tensor, or anything tf.convert_to_tensor takes.
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 __all__ = [
     "allgather",
@@ -71,7 +74,7 @@ def _one_rank(op: str, group: str) -> None:
         )
 
 
-def _dense(tensor: Any) -> Any:
+def _dense(tensor: TensorLike) -> tf.Tensor:
     return tf.identity(tf.convert_to_tensor(tensor))
 
 
@@ -91,8 +94,8 @@ def _check_root(op: str, root_rank: int) -> None:
 
 
 def allreduce(
-    tensor: Any, reduction: str, fusion: int = 1, fusion_id: int = -1, group: str = WORLD_GROUP
-) -> Any:
+    tensor: TensorLike, reduction: str, fusion: int = 1, fusion_id: int = -1, group: str = WORLD_GROUP
+) -> tf.Tensor:
     """``reduction`` ('sum', 'prod', 'min' or 'max') of ``tensor`` over the ranks, on every
     rank: over one rank, ``tensor`` (same shape and dtype). ``fusion``/``fusion_id`` steer
     the NPU's op fusion and are unused here.
@@ -106,13 +109,13 @@ def allreduce(
 
 
 def reduce(
-    tensor: Any,
+    tensor: TensorLike,
     reduction: str,
     root_rank: int,
     fusion: int = 0,
     fusion_id: int = -1,
     group: str = WORLD_GROUP,
-) -> Any:
+) -> tf.Tensor:
     """``reduction`` of ``tensor`` over the ranks, delivered to ``root_rank``: over one
     rank, ``tensor``.
 
@@ -125,7 +128,7 @@ def reduce(
     return _dense(tensor)
 
 
-def allgather(tensor: Any, rank_size: int, group: str = WORLD_GROUP) -> Any:
+def allgather(tensor: TensorLike, rank_size: int, group: str = WORLD_GROUP) -> tf.Tensor:
     """The ranks' ``tensor``s concatenated on axis 0 (``rank_size`` parts): over one rank,
     ``tensor`` (rank >= 1).
 
@@ -140,7 +143,7 @@ def allgather(tensor: Any, rank_size: int, group: str = WORLD_GROUP) -> Any:
     return tensor
 
 
-def reduce_scatter(tensor: Any, reduction: str, rank_size: int, group: str = WORLD_GROUP) -> Any:
+def reduce_scatter(tensor: TensorLike, reduction: str, rank_size: int, group: str = WORLD_GROUP) -> tf.Tensor:
     """``reduction`` over the ranks, split on axis 0 into ``rank_size`` parts, one per rank:
     over one rank, ``tensor``.
 
@@ -154,8 +157,12 @@ def reduce_scatter(tensor: Any, reduction: str, rank_size: int, group: str = WOR
 
 
 def broadcast(
-    tensor: Any, root_rank: int, fusion: int = 2, fusion_id: int = 0, group: str = WORLD_GROUP
-) -> Any:
+    tensor: TensorLike | Sequence[TensorLike],
+    root_rank: int,
+    fusion: int = 2,
+    fusion_id: int = 0,
+    group: str = WORLD_GROUP,
+) -> tf.Tensor | list[tf.Tensor]:
     """``root_rank``'s values of ``tensor`` (a list of tensors, as the adapter's op takes,
     or one tensor) on every rank: over one rank, the inputs; a list for a list.
 

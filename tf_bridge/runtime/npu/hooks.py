@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 import tensorflow as tf
 
@@ -41,9 +41,9 @@ class NPUOutputTensorHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(
         self,
-        tensors: Any,
-        dependencies: Any = None,
-        output_fn: Callable[[list[Any]], Any] | None = None,
+        tensors: Mapping[str, tf.Tensor | str] | Sequence[tf.Tensor] | None,
+        dependencies: tf.Operation | tf.Tensor | Sequence[tf.Operation | tf.Tensor] | None = None,
+        output_fn: Callable[[list[dict[str, object]]], object] | None = None,
         output_every_n_steps: int = 0,
     ) -> None:
         if tensors is not None and not isinstance(tensors, dict):
@@ -55,13 +55,19 @@ class NPUOutputTensorHook(tf.compat.v1.train.SessionRunHook):
         self._tensors = tensors
         self._output_fn = output_fn
         self._every = output_every_n_steps
-        self._pending: list[Any] = []
+        self._pending: list[dict[str, object]] = []
         self._steps = 0
 
-    def before_run(self, run_context: Any) -> Any:
+    def before_run(
+        self, run_context: tf.compat.v1.train.SessionRunContext
+    ) -> tf.compat.v1.train.SessionRunArgs | None:
         return tf.compat.v1.train.SessionRunArgs(self._tensors) if self._tensors is not None else None
 
-    def after_run(self, run_context: Any, run_values: Any) -> None:
+    def after_run(
+        self,
+        run_context: tf.compat.v1.train.SessionRunContext,
+        run_values: tf.compat.v1.train.SessionRunValues,
+    ) -> None:
         if self._tensors is None:
             return
         self._pending.append(dict(run_values.results))
@@ -69,7 +75,7 @@ class NPUOutputTensorHook(tf.compat.v1.train.SessionRunHook):
         if self._every and self._steps % self._every == 0:
             self._flush()
 
-    def end(self, session: Any) -> None:
+    def end(self, session: tf.compat.v1.Session) -> None:
         if self._pending:
             self._flush()
 
@@ -125,8 +131,8 @@ def get_local_rank_id(group: str = "hccl_world_group") -> int:
     return _env_int("RANK_ID", 0)
 
 
-def _needs_hccl(name: str) -> Callable[..., Any]:
-    def unavailable(*args: Any, **kwargs: Any) -> Any:
+def _needs_hccl(name: str) -> Callable[..., NoReturn]:
+    def unavailable(*args: object, **kwargs: object) -> NoReturn:
         raise RuntimeError(
             f"{name} needs Ascend's HCCL (npu_bridge on an NPU host); tf_bridge's CPU path has none."
         )

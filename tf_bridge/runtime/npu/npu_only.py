@@ -7,7 +7,7 @@ and raises ``NotImplementedError`` only when it is called, naming itself and say
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 def npu_only(qualname: str, why: str) -> Callable[..., NoReturn]:
@@ -17,7 +17,7 @@ def npu_only(qualname: str, why: str) -> Callable[..., NoReturn]:
     NPU does that the CPU cannot); it accepts any arguments.
     """
 
-    def unavailable(*args: Any, **kwargs: Any) -> NoReturn:
+    def unavailable(*args: object, **kwargs: object) -> NoReturn:
         raise NotImplementedError(
             f"npu_bridge's {qualname} runs on an Ascend NPU only ({why}); tf_bridge's CPU path has no "
             "equivalent. Run on an NPU host with the adapter installed, or replace the call."

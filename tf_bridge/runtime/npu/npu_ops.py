@@ -16,11 +16,14 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TypeAlias
 
 import tensorflow as tf
 
 from tf_bridge.runtime.npu.npu_only import npu_only
+
+# What the ops accept: a tf.Tensor, or anything tf.convert_to_tensor takes.
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 __all__ = [
     "LARS",
@@ -41,8 +44,12 @@ __all__ = [
 
 
 def dropout(
-    x: Any, keep_prob: Any, noise_shape: Any = None, seed: int | None = None, name: str | None = None
-) -> Any:
+    x: TensorLike,
+    keep_prob: float | tf.Tensor,
+    noise_shape: TensorLike | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> tf.Tensor:
     """Keeps each element of ``x`` with probability ``keep_prob``, scaled by ``1 / keep_prob``;
     the others are 0 (the adapter's ``npu_ops.dropout``).
 
@@ -70,7 +77,7 @@ def dropout(
         raise ValueError(
             f"npu_ops.dropout: x must be a floating-point tensor (it is scaled); got {x.dtype.name}."
         )
-    if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:
+    if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:  # type: ignore[operator]  # mypy: numbers.Real has no order
         raise ValueError(f"npu_ops.dropout: keep_prob must be in (0, 1]; got {keep_prob}.")
     if isinstance(keep_prob, float) and keep_prob == 1:
         return x
@@ -79,13 +86,13 @@ def dropout(
         return tf.nn.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed)
 
 
-def initialize_system(name: str | None = None) -> Any:
+def initialize_system(name: str | None = None) -> tf.Operation | None:
     """The adapter opens the NPU system here; a CPU has nothing to open: a ``tf.no_op``
     named ``name`` (None when executing eagerly)."""
     return tf.no_op(name=name or "npu_init")
 
 
-def shutdown_system(name: str | None = None) -> Any:
+def shutdown_system(name: str | None = None) -> tf.Operation | None:
     """The adapter closes the NPU system here: a ``tf.no_op`` on CPU (None when eager)."""
     return tf.no_op(name=name or "npu_shutdown")
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn, TypeAlias
 
 import tensorflow as tf
 
 from tf_bridge.runtime.npu.npu_only import npu_only
+
+# What the ops accept: a float tf.Tensor, or anything tf.convert_to_tensor takes.
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 __all__ = ["fast_gelu", "fast_gelu_grad", "gelu", "gelu_grad", "npu_unary_ops"]
 
@@ -61,13 +64,15 @@ NPU_ONLY_OPS = (
 )
 
 
-def gelu(features: Any, name: str | None = None) -> Any:
+def gelu(features: TensorLike, name: str | None = None) -> tf.Tensor:
     """GELU, tanh approximation (the adapter's ``Gelu`` op); same shape and float dtype as
     ``features``."""
     return tf.nn.gelu(features, approximate=True, name=name or "Gelu")
 
 
-def gelu_grad(gradients: Any, features: Any, activations: Any, name: str | None = None) -> Any:
+def gelu_grad(
+    gradients: TensorLike, features: TensorLike, activations: TensorLike, name: str | None = None
+) -> tf.Tensor:
     """The backprop of ``gelu``: ``gradients * d gelu(x) / dx`` at ``x = features``.
 
     ``activations`` (``gelu(features)``) is accepted for the adapter's signature; the
@@ -81,14 +86,14 @@ def gelu_grad(gradients: Any, features: Any, activations: Any, name: str | None 
         return gradients * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * d_inner)
 
 
-def fast_gelu(features: Any, name: str | None = None) -> Any:
+def fast_gelu(features: TensorLike, name: str | None = None) -> tf.Tensor:
     """``x * sigmoid(1.702 x)`` (the adapter's ``FastGelu``); same shape and dtype."""
     with tf.name_scope(name or "FastGelu"):
         x = tf.convert_to_tensor(features)
         return x * tf.sigmoid(_FAST_GELU_SCALE * x)
 
 
-def fast_gelu_grad(gradients: Any, features: Any, name: str | None = None) -> Any:
+def fast_gelu_grad(gradients: TensorLike, features: TensorLike, name: str | None = None) -> tf.Tensor:
     """The backprop of ``fast_gelu``: ``gradients * (s + 1.702 x s (1 - s))``, ``s = sigmoid(1.702 x)``."""
     with tf.name_scope(name or "FastGeluGrad"):
         x = tf.convert_to_tensor(features)

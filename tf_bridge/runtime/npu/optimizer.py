@@ -11,13 +11,19 @@ every gradient, which answers the same question. All are ``tf.compat.v1.train.Op
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeAlias
 
 import tensorflow as tf
 
 from tf_bridge.runtime.npu.loss_scale import LossScaleManager
 
-_Optimizer = tf.compat.v1.train.Optimizer
+_Optimizer: TypeAlias = tf.compat.v1.train.Optimizer
+
+# A gradient as tf.compat.v1 optimizers give it: dense, or IndexedSlices for gathers.
+Gradient: TypeAlias = tf.Tensor | tf.IndexedSlices
+# compute_gradients' result and apply_gradients' argument: (gradient or None, variable).
+GradsAndVars: TypeAlias = list[tuple[Gradient | None, tf.Variable]]
 
 
 def rank_size() -> int:
@@ -26,7 +32,7 @@ def rank_size() -> int:
     return int(raw) if raw.isdigit() else 1
 
 
-def allreduce(tensor: Any, average: bool = True) -> Any:
+def allreduce(tensor: Gradient, average: bool = True) -> Gradient:
     """The adapter's ``allreduce`` over one rank: the tensor itself (dense or IndexedSlices).
 
     Raises:
@@ -40,7 +46,7 @@ def allreduce(tensor: Any, average: bool = True) -> Any:
     return tensor
 
 
-def _all_finite(grads: list[Any]) -> Any:
+def _all_finite(grads: list[Gradient]) -> tf.Tensor:
     """A bool scalar: every value of every gradient is finite."""
     checks = []
     for grad in grads:
@@ -63,28 +69,36 @@ class NPUDistributedOptimizer(_Optimizer):
     """
 
     def __init__(
-        self, optimizer: Any, is_weight_update_sharding: bool = False, name: str | None = None
+        self,
+        optimizer: tf.compat.v1.train.Optimizer,
+        is_weight_update_sharding: bool = False,
+        name: str | None = None,
     ) -> None:
         self._optimizer = optimizer
         self._is_weight_update_sharding = is_weight_update_sharding
         super().__init__(name=name or f"Distributed{type(optimizer).__name__}", use_locking=False)
 
-    def compute_gradients(self, *args: Any, **kwargs: Any) -> list[tuple[Any, Any]]:
+    def compute_gradients(self, *args: Any, **kwargs: Any) -> GradsAndVars:
         """The wrapped optimizer's gradients, averaged over the ranks."""
         grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
         return [(None if g is None else allreduce(g), v) for g, v in grads_and_vars]
 
-    def apply_gradients(self, grads_and_vars: Any, global_step: Any = None, name: str | None = None) -> Any:
+    def apply_gradients(
+        self,
+        grads_and_vars: Iterable[tuple[Gradient | None, tf.Variable]],
+        global_step: tf.Variable | None = None,
+        name: str | None = None,
+    ) -> tf.Operation:
         """The wrapped optimizer's apply_gradients."""
         return self._optimizer.apply_gradients(grads_and_vars, global_step, name)
 
-    def get_slot(self, *args: Any, **kwargs: Any) -> Any:
+    def get_slot(self, *args: Any, **kwargs: Any) -> tf.Variable | None:
         return self._optimizer.get_slot(*args, **kwargs)
 
-    def get_slot_names(self, *args: Any, **kwargs: Any) -> Any:
+    def get_slot_names(self, *args: Any, **kwargs: Any) -> list[str]:
         return self._optimizer.get_slot_names(*args, **kwargs)
 
-    def variables(self, *args: Any, **kwargs: Any) -> Any:
+    def variables(self, *args: Any, **kwargs: Any) -> list[tf.Variable]:
         return self._optimizer.variables(*args, **kwargs)
 
 
@@ -110,8 +124,8 @@ class NPUOptimizer(_Optimizer):
 
     def __init__(
         self,
-        opt: Any,
-        loss_scale_manager: Any = None,
+        opt: tf.compat.v1.train.Optimizer,
+        loss_scale_manager: LossScaleManager | None = None,
         is_distributed: bool = False,
         is_loss_scale: bool = False,
         is_tailing_optimization: bool = False,
@@ -132,13 +146,13 @@ class NPUOptimizer(_Optimizer):
 
     def compute_gradients(
         self,
-        loss: Any,
-        var_list: Any = None,
+        loss: tf.Tensor | Callable[[], tf.Tensor],
+        var_list: Sequence[tf.Variable] | None = None,
         gate_gradients: int = _Optimizer.GATE_OP,
-        aggregation_method: Any = None,
+        aggregation_method: int | None = None,
         colocate_gradients_with_ops: bool = False,
-        grad_loss: Any = None,
-    ) -> list[tuple[Any, Any]]:
+        grad_loss: tf.Tensor | None = None,
+    ) -> GradsAndVars:
         """Gradients of the (scaled) loss, unscaled, averaged over ranks when distributed."""
         loss_value = loss() if callable(loss) else loss
         scale = None
@@ -163,7 +177,12 @@ class NPUOptimizer(_Optimizer):
             ]
         return grads_and_vars
 
-    def apply_gradients(self, grads_and_vars: Any, global_step: Any = None, name: str | None = None) -> Any:
+    def apply_gradients(
+        self,
+        grads_and_vars: Iterable[tuple[Gradient | None, tf.Variable]],
+        global_step: tf.Variable | None = None,
+        name: str | None = None,
+    ) -> tf.Operation:
         """Apply; with loss scaling only when every gradient is finite, then update the
         manager with that verdict."""
         grads_and_vars = list(grads_and_vars)
@@ -175,13 +194,13 @@ class NPUOptimizer(_Optimizer):
         )
         return tf.group(update, self._loss_scale_manager.update_loss_scale(finite))
 
-    def get_slot(self, *args: Any, **kwargs: Any) -> Any:
+    def get_slot(self, *args: Any, **kwargs: Any) -> tf.Variable | None:
         return self._opt.get_slot(*args, **kwargs)
 
-    def get_slot_names(self, *args: Any, **kwargs: Any) -> Any:
+    def get_slot_names(self, *args: Any, **kwargs: Any) -> list[str]:
         return self._opt.get_slot_names(*args, **kwargs)
 
-    def variables(self, *args: Any, **kwargs: Any) -> Any:
+    def variables(self, *args: Any, **kwargs: Any) -> list[tf.Variable]:
         return self._opt.variables(*args, **kwargs)
 
 
@@ -197,7 +216,12 @@ class NPULossScaleOptimizer(NPUOptimizer):
       ValueError / TypeError: as NPUOptimizer.
     """
 
-    def __init__(self, opt: Any, loss_scale_manager: Any, is_distributed: bool = False) -> None:
+    def __init__(
+        self,
+        opt: tf.compat.v1.train.Optimizer,
+        loss_scale_manager: LossScaleManager,
+        is_distributed: bool = False,
+    ) -> None:
         super().__init__(
             opt,
             loss_scale_manager=loss_scale_manager,
