@@ -150,8 +150,9 @@ class ProgressHook(SessionRunHook):
             return
         flops = "unknown" if cost.flops_per_step is None else f"{cost.flops_per_step:.4g}"
         self._line(
-            "Compiled a training loop of %d steps: %s FLOPs per step on %d devices; per device "
+            "Compiled a training loop of %s%d steps: %s FLOPs per step on %d devices; per device "
             "%s argument, %s output, %s temporary, %s aliased bytes.",
+            "up to " if cost.up_to else "",
             cost.steps,
             flops,
             cost.devices,

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxspec.config.run_config import RunConfig
+from jaxspec.engine.multihost import to_host
 from jaxspec.loop.plan import RunPlan
 
 MAX_GROUP_STEPS = 1000  # steps of one group with steps_per_execution='auto'
@@ -60,6 +61,33 @@ def split_sizes(mode_cache: Any, n: int) -> list[int]:
     if n & (n - 1) == 0 or (seen[n] > 1 and n in direct[:_MAX_DIRECT]):
         return [n]
     return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
+def block_steps(mode_cache: Any, sizes: list[int], limit: int) -> int:
+    """The block size K of the TRAIN block loop (``jaxspec.engine.block_loop``): the
+    one ``mode_cache`` (an Estimator's TRAIN ModeCache) already uses, else the largest
+    of ``sizes`` (the first groups the call's hooks make), at most ``limit``
+    (``group_limit``: 1000 steps and 64 MiB of input). Kept per Estimator, so later
+    calls reuse the compiled program; a group longer than K runs as several calls."""
+    if mode_cache.block_steps is None:
+        mode_cache.block_steps = max(1, min(limit, max(sizes, default=1)))
+    return max(1, min(limit, mode_cache.block_steps))
+
+
+def trimmed(out: Any, steps: int) -> Any:
+    """A TrainLoopOut of the block loop cut to the ``steps`` rows that ran (its
+    per-step fields as numpy on the host; the state and step stay on the devices);
+    ``out`` itself when it has exactly ``steps`` rows."""
+    if int(np.shape(out.losses)[0]) == steps:
+        return out
+    cut = lambda tree: jax.tree.map(lambda x: to_host(x)[:steps], tree)  # noqa: E731
+    return out._replace(
+        losses=cut(out.losses),
+        host=cut(out.host),
+        hook_values=cut(out.hook_values),
+        loss_scales=cut(out.loss_scales),
+        learning_rates=cut(out.learning_rates),
+    )
 
 
 class Chunk(NamedTuple):

@@ -1,0 +1,63 @@
+"""A training loop whose trip count is an argument: one compiled program runs any
+number of steps from 1 to its block size.
+
+A plain Estimator's groups of steps (``jaxspec.loop.grouping``) have many sizes (the
+steps between the hooks' steps, a remainder before ``max_steps``, a group cut short
+to bound a dispatch). A ``lax.scan`` is compiled once per length; this loop takes its
+batches stacked in a block of a fixed size ``K`` and the number of steps ``k <= K``
+to run as a traced int32, and runs them in a ``lax.fori_loop`` (an XLA while loop,
+as a scan is): one compile serves every group size. Rows ``k..K-1`` of the block are
+never read, and the per-step outputs in those rows are zeros.
+
+model_fn is traced once per compile: the step is traced to a jaxpr (which gives the
+shapes of the per-step outputs, for the stacked buffers) and that jaxpr is the loop's
+body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jaxspec.engine.steps import LoopFn, TrainLoopOut, TrainStep
+from jaxspec.spec.fn_types import Features, Labels, State
+
+
+def train_block_loop(body: TrainStep) -> LoopFn:
+    """``(state, step, key, steps, features, labels) -> TrainLoopOut`` for one device.
+
+    Args:
+      body: one training step (``StepEngine.train_step``).
+
+    The returned loop takes ``features``/``labels`` stacked ``[K, B, ...]`` and
+    ``steps``, an int32 scalar in ``1..K``; it runs ``steps`` steps on rows
+    ``0..steps-1`` and returns a TrainLoopOut whose per-step fields have ``K`` rows,
+    the first ``steps`` of them computed (the rest zeros: read only the first
+    ``steps``). ``step`` in the output is the global step after the steps run.
+    """
+
+    def train_block_loop(
+        state: State, step: Any, key: Any, steps: Any, features: Features, labels: Labels
+    ) -> TrainLoopOut:
+        block = (features, labels)
+        size = jax.tree.leaves(block)[0].shape[0]
+        first = jax.tree.map(lambda x: x[0], block)
+        closed, shapes = jax.make_jaxpr(body, return_shape=True)((state, step), key, first)
+        out_tree = jax.tree.structure(shapes)
+        stacked = jax.tree.map(lambda s: jnp.zeros((size, *s.shape), s.dtype), shapes[1])
+
+        def run(i: Any, carry: Any) -> Any:
+            st, gs, outs = carry
+            batch = jax.tree.map(lambda x: lax.dynamic_index_in_dim(x, i, keepdims=False), block)
+            flat = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree.leaves(((st, gs), key, batch)))
+            (st, gs), out = jax.tree.unflatten(out_tree, flat)
+            outs = jax.tree.map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0), outs, out)
+            return st, gs, outs
+
+        state, step, outs = lax.fori_loop(0, steps, run, (state, step, stacked))
+        return TrainLoopOut(state, step, *outs)
+
+    return LoopFn(train_block_loop)
