@@ -49,7 +49,11 @@ def compiled_programs() -> Iterator[list[str]]:
 def _loops(names: list[str], mode: str) -> list[str]:
     """The compiled loops of ``mode`` among ``names`` (init_fn, key splits and eager
     operations are other programs)."""
-    marks = {"train": ("train_loop", "train_block_loop"), "eval": ("jit(loop)", "totals"), "infer": ("predict_loop",)}
+    marks = {
+        "train": ("train_loop", "train_block_loop"),
+        "eval": ("jit(loop)", "eval_block_loop", "totals"),
+        "infer": ("predict_loop",),
+    }
     return [n for n in names if any(m in n for m in marks[mode])]
 
 

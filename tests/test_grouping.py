@@ -298,7 +298,7 @@ def test_grouped_evaluate_equals_one_batch_per_run(tmp_path, monkeypatch, steps,
     real = CompiledLoop.dispatch
 
     def counting(self, state, global_step, *args, **kwargs):
-        dispatched.append(int(np.shape(jax.tree.leaves(args)[0])[0]))
+        dispatched.append(kwargs.get("block_steps") or int(np.shape(jax.tree.leaves(args)[0])[0]))
         return real(self, state, global_step, *args, **kwargs)
 
     monkeypatch.setattr(CompiledLoop, "dispatch", counting)
@@ -311,9 +311,9 @@ def test_grouped_evaluate_equals_one_batch_per_run(tmp_path, monkeypatch, steps,
             results[grouped] = est.evaluate(batches_input_fn(x, y, BATCH), steps=steps)
         lines[grouped] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation [")]
         n = 24 if steps is None else steps
-        # grouped: loops of 8, 8, then 16 asked for: the 7 full batches left as 4 + 2 + 1,
-        # then the short one (its own shape); 11 steps: 8, then 3 as 2 + 1
-        expected = ([8, 8, 4, 2, 1, 1] if steps is None else [8, 2, 1]) if grouped else [1] * n
+        # grouped: loops of 8, 8, then 16 asked for: the 7 full batches left, then the
+        # short one (its own shape); 11 steps: 8, then 3; each one call of the block loop
+        expected = ([8, 8, 7, 1] if steps is None else [8, 3]) if grouped else [1] * n
         assert dispatched == expected
     assert results[True].keys() == results[False].keys()
     for key, value in results[False].items():

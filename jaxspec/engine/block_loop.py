@@ -1,5 +1,5 @@
-"""A training loop whose trip count is an argument: one compiled program runs any
-number of steps from 1 to its block size.
+"""Loops whose trip count is an argument: one compiled program runs any number of
+steps from 1 to its block size (training, and evaluation off the mesh).
 
 A plain Estimator's groups of steps (``jaxspec.loop.grouping``) have many sizes (the
 steps between the hooks' steps, a remainder before ``max_steps``, a group cut short
@@ -16,13 +16,14 @@ body.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxspec.engine.steps import LoopFn, TrainLoopOut, TrainStep
+from jaxspec.engine.steps import EvalLoopOut, LoopFn, TrainLoopOut, TrainStep, _avals, merge_metric_dicts
 from jaxspec.spec.fn_types import Features, Labels, State
 
 
@@ -61,3 +62,55 @@ def train_block_loop(body: TrainStep) -> LoopFn:
         return TrainLoopOut(state, step, *outs)
 
     return LoopFn(train_block_loop)
+
+
+class BlockUnsupported(Exception):
+    """The eval block loop cannot carry these metric states: a merge changes their
+    shapes (a state that concatenates its batches); the caller runs a scan instead."""
+
+
+def eval_block_loop(body: Callable[..., Any]) -> LoopFn:
+    """``(state, step, key, steps, features, labels, mask) -> EvalLoopOut`` for one
+    device: ``steps`` (int32 scalar in ``1..K``) eval steps on the first rows of a block
+    stacked ``[K, B, ...]``, their metric states merged in order.
+
+    Args:
+      body: one eval step (``StepEngine.eval_step``).
+
+    ``host`` and ``hook_values`` of the result have ``K`` rows, the first ``steps`` of
+    them computed. Raises BlockUnsupported (while tracing) when merging two metric
+    states changes their shapes or dtypes.
+    """
+
+    def eval_block_loop(
+        state: State, step: Any, key: Any, steps: Any, features: Features, labels: Labels, mask: Any
+    ) -> EvalLoopOut:
+        block = (features, labels, mask)
+        size = jax.tree.leaves(block)[0].shape[0]
+        first = jax.tree.map(lambda x: x[0], block)
+        closed, shapes = jax.make_jaxpr(body, return_shape=True)(state, step, key, first)
+        states = shapes[0]
+        if _avals(jax.eval_shape(merge_metric_dicts, states, states)) != _avals(states):
+            raise BlockUnsupported("a metric state changes its shape when merged")
+        out_tree = jax.tree.structure(shapes)
+        merged0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), states)
+        stacked = jax.tree.map(lambda s: jnp.zeros((size, *s.shape), s.dtype), shapes[1:])
+
+        def run(i: Any, carry: Any) -> Any:
+            merged, outs = carry
+            batch = jax.tree.map(lambda x: lax.dynamic_index_in_dim(x, i, keepdims=False), block)
+            flat = jax.core.eval_jaxpr(
+                closed.jaxpr, closed.consts, *jax.tree.leaves((state, step, key, batch))
+            )
+            new, *out = jax.tree.unflatten(out_tree, flat)
+            both = merge_metric_dicts(merged, new)
+            merged = jax.tree.map(lambda a, b: jnp.where(i == 0, a, b), new, both)
+            outs = jax.tree.map(
+                lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, i, 0), outs, tuple(out)
+            )
+            return merged, outs
+
+        merged, (host, hook_values) = lax.fori_loop(0, steps, run, (merged0, stacked))
+        return EvalLoopOut(merged, host, hook_values)
+
+    return LoopFn(eval_block_loop)

@@ -388,6 +388,22 @@ class StepEngine:
         return LoopFn(train_loop, TrainLoopOut._make((state_shardings, *rest)))
 
     # -- eval ----------------------------------------------------------------------------
+    def eval_step(self, record: RecordParts) -> Callable[..., Any]:
+        """Off the mesh, one eval step as a loop body: ``(state, step, key, (features,
+        labels, mask)) -> ({name: metric state}, host, hook values)``, ``'loss'`` (a Mean
+        of the batch loss) among the metric states, as one step of ``eval_loop``."""
+
+        def body(state: State, step: Any, key: Any, batch: Any) -> Any:
+            f, lab, m = batch
+            with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
+                parts = self._call(ModeKeys.EVAL, trace_local(state), step, key, f, lab, record=record)
+                metric_states = parts.metric_states or {}  # a dict in EVAL
+                _check_metric_names(metric_states)
+                payload = {"loss": mean(parts.loss), **metric_states}
+            return payload, [hc.tensors for hc in parts.host_calls], parts.hook_tensors()
+
+        return body
+
     def eval_loop(self, record: RecordParts) -> LoopFn:
         """``(state, step, key, features, labels, mask[N, B]) -> EvalLoopOut``.
 

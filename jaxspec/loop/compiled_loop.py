@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec._trees import shape_signature
-from jaxspec.engine.block_loop import train_block_loop
+from jaxspec.engine.block_loop import BlockUnsupported, eval_block_loop, train_block_loop
 from jaxspec.engine.mesh import (
     cores_per_replica,
     partitioned_input_specs,
@@ -151,8 +151,11 @@ class CompiledLoop:
         """The block loop (``jaxspec.engine.block_loop``, TRAIN off the mesh) lowered for
         blocks shaped like ``batch_args``, jitted on first use (state donated)."""
         if self._cache.jitted_block is None:
-            body = self.engine.train_step(self._shardings, self._cache.record)
-            self._cache.jitted_block = _jit(train_block_loop(body), donate_state=True)
+            if self.mode == ModeKeys.TRAIN:
+                loop = train_block_loop(self.engine.train_step(self._shardings, self._cache.record))
+            else:
+                loop = eval_block_loop(self.engine.eval_step(self._cache.record))
+            self._cache.jitted_block = _jit(loop, donate_state=self.mode == ModeKeys.TRAIN)
         state, step, key, *batch = self._specs(None, batch_args)
         steps = jax.ShapeDtypeStruct((), jnp.int32)
         return self._cache.jitted_block.lower(state, step, key, steps, *batch)
@@ -226,10 +229,12 @@ class CompiledLoop:
         (None where ``compute`` cannot be traced).
         The call is wrapped in ``jax.profiler.StepTraceAnnotation(mode, step_num=
         global_step, steps=N)`` (after compiling, so the annotation times the call only).
-        TRAIN off the mesh, ``block_steps`` (int, 1 <= block_steps <= N) runs the block
-        loop (``jaxspec.engine.block_loop``): only the first ``block_steps`` steps of the
-        block ``host_args`` run, and the per-step fields of the returned TrainLoopOut
-        have N rows of which only the first ``block_steps`` count.
+        Where ``takes_blocks``, ``block_steps`` (int, 1 <= block_steps <= N) runs the
+        block loop (``jaxspec.engine.block_loop``): only the first ``block_steps`` steps
+        of the block ``host_args`` run, and the per-step fields of the returned
+        TrainLoopOut or EvalLoopOut have N rows of which only the first ``block_steps``
+        count (an eval whose metric states cannot be carried runs those steps as a scan
+        of their own size instead, as before the block loop).
         Returns the engine's TrainLoopOut, EvalLoopOut or PredictLoopOut."""
         specs = self._input_specs(host_args)
         device_args = put_stacked(host_args, self.mesh, self.engine.broadcast, specs)
@@ -237,8 +242,14 @@ class CompiledLoop:
             self._device_step = (global_step, jax.device_put(np.int32(global_step), replicated(self.mesh)))
         keep = keep_state and self.mode == ModeKeys.TRAIN
         self.last_compile_secs = 0.0
-        block = block_steps is not None and self.mode == ModeKeys.TRAIN
-        executable = self._compile(device_args, global_step, keep_state=keep, block=block)
+        block = self.takes_blocks and block_steps is not None
+        if block and self._cache.block_unsupported:
+            return self._unblocked(state, global_step, int(block_steps), host_args, totals)  # type: ignore[arg-type]
+        try:
+            executable = self._compile(device_args, global_step, keep_state=keep, block=block)
+        except BlockUnsupported:
+            self._cache.block_unsupported = True
+            return self._unblocked(state, global_step, int(block_steps), host_args, totals)  # type: ignore[arg-type]
         steps = int(np.shape(jax.tree.leaves(host_args)[0])[0])
         # One annotation per compiled call (under a microsecond when no trace runs): its
         # first global step and its step count, for TensorBoard's profile plugin.
@@ -255,15 +266,29 @@ class CompiledLoop:
             self._device_step = (global_step + steps, out.step)
         return out
 
+    @property
+    def takes_blocks(self) -> bool:
+        """Whether ``dispatch(block_steps=)`` runs the block loop: TRAIN or EVAL off the
+        mesh (one device)."""
+        return self.mesh is None and self.mode in (ModeKeys.TRAIN, ModeKeys.EVAL)
+
+    def _unblocked(
+        self, state: State, global_step: int, steps: int, host_args: tuple[Any, ...], totals: Any
+    ) -> Any:
+        """The first ``steps`` rows of a block run as a loop of their own size."""
+        rows = tuple(jax.tree.map(lambda x: np.asarray(x)[:steps], a) for a in host_args)
+        return self.dispatch(state, global_step, *rows, totals=totals)
+
     def _run_block(
         self, executable: Any, state: State, global_step: int, steps: int, device_args: tuple[Any, ...]
-    ) -> TrainLoopOut:
+    ) -> TrainLoopOut | EvalLoopOut:
         """Call the block loop's ``executable`` for ``steps`` steps (see ``dispatch``)."""
         assert self._device_step is not None  # set by dispatch
         with jax.profiler.StepTraceAnnotation(self.mode, step_num=global_step, steps=steps):
             out = executable(state, self._device_step[1], self.step_key, np.int32(steps), *device_args)
         self.notes.steps_dispatched += steps
-        self._device_step = (global_step + steps, out.step)
+        if self.mode == ModeKeys.TRAIN:
+            self._device_step = (global_step + steps, out.step)
         return out
 
     def stop(self) -> None:

@@ -74,20 +74,18 @@ def block_steps(mode_cache: Any, sizes: list[int], limit: int) -> int:
     return max(1, min(limit, mode_cache.block_steps))
 
 
+_PER_STEP = ("losses", "host", "hook_values", "loss_scales", "learning_rates")
+
+
 def trimmed(out: Any, steps: int) -> Any:
-    """A TrainLoopOut of the block loop cut to the ``steps`` rows that ran (its
-    per-step fields as numpy on the host; the state and step stay on the devices);
-    ``out`` itself when it has exactly ``steps`` rows."""
-    if int(np.shape(out.losses)[0]) == steps:
+    """A TrainLoopOut or EvalLoopOut of the block loop cut to the ``steps`` rows that
+    ran (its per-step fields as numpy on the host; the state, the step and the metric
+    states stay on the devices); ``out`` itself when every per-step field has exactly
+    ``steps`` rows."""
+    fields = {f: getattr(out, f) for f in _PER_STEP if hasattr(out, f)}
+    if all(int(np.shape(x)[0]) == steps for x in jax.tree.leaves(fields)):
         return out
-    cut = lambda tree: jax.tree.map(lambda x: to_host(x)[:steps], tree)  # noqa: E731
-    return out._replace(
-        losses=cut(out.losses),
-        host=cut(out.host),
-        hook_values=cut(out.hook_values),
-        loss_scales=cut(out.loss_scales),
-        learning_rates=cut(out.learning_rates),
-    )
+    return out._replace(**{f: jax.tree.map(lambda x: to_host(x)[:steps], v) for f, v in fields.items()})
 
 
 class Chunk(NamedTuple):
