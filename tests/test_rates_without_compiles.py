@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
+from helpers import digits, fast_config, init_fn, make_model_fn
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import jaxspec

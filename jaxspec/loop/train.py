@@ -296,7 +296,8 @@ def _per_step(chunks: list[Chunk], field: str) -> np.ndarray | None:
 def _planned_sizes(runner: HookRunner, start: int, last_step: int | None, limit: int) -> list[int]:
     """The sizes of the first groups a call from global step ``start`` makes (at most
     four): up to the next step a hook needs, ``last_step`` and ``limit``."""
-    sizes, at = [], start
+    sizes: list[int] = []
+    at = start
     while len(sizes) < 4:
         n = min(limit, runner.next_needed_step(at) - at)
         if last_step is not None:
