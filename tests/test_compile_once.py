@@ -134,3 +134,35 @@ def test_evaluate_and_predict_compile_at_most_two_programs_each(tmp_path: Any) -
         predictions = list(est.predict(batches_input_fn(x, None, BATCH)))
     assert 1 <= len(_loops(names, "infer")) <= 2, names
     assert len(predictions) == rows
+
+
+def test_a_tpu_estimator_keeps_its_loop_of_iterations_per_loop_steps(tmp_path: Any) -> None:
+    """TPUEstimator(use_tpu=True, iterations_per_loop=3) on the mesh: loops of 3 steps
+    and the remainder's (10 = 3 + 3 + 3 + 1), a checkpoint every 4 steps."""
+    config = jaxspec.RunConfig(
+        model_dir=str(tmp_path),
+        save_checkpoints_steps=4,
+        tpu_config=jaxspec.TPUConfig(iterations_per_loop=3),
+    )
+    est = jaxspec.TPUEstimator(
+        make_model_fn(), config=config, train_batch_size=BATCH, init_fn=init_fn, use_tpu=True, params={}
+    )
+    with compiled_programs() as names:
+        est.train(batches_input_fn(X, Y, BATCH, repeat=True), steps=10)
+    assert 1 <= len(_loops(names, "train")) <= 2, names
+    assert est.get_variable_value("global_step") == 10
+
+
+def test_each_compile_analysis_lands_on_a_summary_step_of_its_own(tmp_path: Any) -> None:
+    """Two programs compiled before steps 1 and 2 (summaries every 10 steps from step 1):
+    their memory/ and perf/ summaries go to steps 1 and 11, not 1 and 2."""
+    from jaxspec.hooks.estimator_hooks import ProgressHook
+    from jaxspec.loop_cost import LoopCost
+
+    hook = ProgressHook(str(tmp_path), 10, None, None, lambda *a, **k: None)
+    hook.after_create_session(type("S", (), {"global_step": 0})(), None)
+    cost = LoopCost(3, 2e4, 10, 20, 30, 40, 1, "cpu", "cpu")
+    hook.after_compile(cost, 0)
+    hook.after_compile(cost, 1)
+    hook.after_compile(cost, 14)  # a later compile: the next summary step, 21
+    assert [s for s, _ in hook._pending] == [1, 11, 21]
