@@ -21,17 +21,41 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, TrainLoopOut, TrainStep, _avals, merge_metric_dicts
 from jaxspec.spec.fn_types import Features, Labels, State
 
 
-def train_block_loop(body: TrainStep) -> LoopFn:
+class StepJaxprs:
+    """One step of model_fn traced to a jaxpr once per per-step signature
+    (``jax.make_jaxpr``), shared by a mode's block loops of every block size and by a
+    trace made before the first step (for the spec's hooks): model_fn is traced once.
+
+    Args:
+      body: the step (``StepEngine.train_step`` or ``eval_step``).
+    """
+
+    def __init__(self, body: Callable[..., Any]) -> None:
+        self.body = body
+        self._made: dict[Any, Any] = {}
+
+    def get(self, *args: Any) -> tuple[Any, Any]:
+        """``(closed jaxpr, output shapes)`` of the step on ``args`` (arrays, tracers or
+        ``jax.ShapeDtypeStruct``s)."""
+        leaves, tree = jax.tree.flatten(args)
+        sig = (tree, tuple((tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves))
+        if sig not in self._made:
+            self._made[sig] = jax.make_jaxpr(self.body, return_shape=True)(*args)
+        return self._made[sig]
+
+
+def train_block_loop(body: TrainStep | StepJaxprs) -> LoopFn:
     """``(state, step, key, steps, features, labels) -> TrainLoopOut`` for one device.
 
     Args:
-      body: one training step (``StepEngine.train_step``).
+      body: one training step (``StepEngine.train_step``), or its StepJaxprs.
 
     The returned loop takes ``features``/``labels`` stacked ``[K, B, ...]`` and
     ``steps``, an int32 scalar in ``1..K``; it runs ``steps`` steps on rows
@@ -40,13 +64,15 @@ def train_block_loop(body: TrainStep) -> LoopFn:
     ``steps``). ``step`` in the output is the global step after the steps run.
     """
 
+    jaxprs = body if isinstance(body, StepJaxprs) else StepJaxprs(body)
+
     def train_block_loop(
         state: State, step: Any, key: Any, steps: Any, features: Features, labels: Labels
     ) -> TrainLoopOut:
         block = (features, labels)
         size = jax.tree.leaves(block)[0].shape[0]
         first = jax.tree.map(lambda x: x[0], block)
-        closed, shapes = jax.make_jaxpr(body, return_shape=True)((state, step), key, first)
+        closed, shapes = jaxprs.get((state, step), key, first)
         out_tree = jax.tree.structure(shapes)
         stacked = jax.tree.map(lambda s: jnp.zeros((size, *s.shape), s.dtype), shapes[1])
 
@@ -69,18 +95,20 @@ class BlockUnsupported(Exception):
     shapes (a state that concatenates its batches); the caller runs a scan instead."""
 
 
-def eval_block_loop(body: Callable[..., Any]) -> LoopFn:
+def eval_block_loop(body: Callable[..., Any] | StepJaxprs) -> LoopFn:
     """``(state, step, key, steps, features, labels, mask) -> EvalLoopOut`` for one
     device: ``steps`` (int32 scalar in ``1..K``) eval steps on the first rows of a block
     stacked ``[K, B, ...]``, their metric states merged in order.
 
     Args:
-      body: one eval step (``StepEngine.eval_step``).
+      body: one eval step (``StepEngine.eval_step``), or its StepJaxprs.
 
     ``host`` and ``hook_values`` of the result have ``K`` rows, the first ``steps`` of
     them computed. Raises BlockUnsupported (while tracing) when merging two metric
     states changes their shapes or dtypes.
     """
+
+    jaxprs = body if isinstance(body, StepJaxprs) else StepJaxprs(body)
 
     def eval_block_loop(
         state: State, step: Any, key: Any, steps: Any, features: Features, labels: Labels, mask: Any
@@ -88,7 +116,7 @@ def eval_block_loop(body: Callable[..., Any]) -> LoopFn:
         block = (features, labels, mask)
         size = jax.tree.leaves(block)[0].shape[0]
         first = jax.tree.map(lambda x: x[0], block)
-        closed, shapes = jax.make_jaxpr(body, return_shape=True)(state, step, key, first)
+        closed, shapes = jaxprs.get(state, step, key, first)
         states = shapes[0]
         if _avals(jax.eval_shape(merge_metric_dicts, states, states)) != _avals(states):
             raise BlockUnsupported("a metric state changes its shape when merged")

@@ -50,6 +50,7 @@ class ModeCache:
     compiled_block: dict[Any, Any] = dataclasses.field(default_factory=dict)
     block_steps: int | None = None
     block_unsupported: bool = False
+    step_jaxprs: Any = None  # the block loops' jaxspec.engine.block_loop.StepJaxprs
     last_cost: Any = None  # TRAIN: the jaxspec.loop_cost.LoopCost of the latest compile, when read
     # EVAL: the loop that carries metric totals (jaxspec.loop.eval_totals), and per shape
     # signature its abstract totals (None: the states cannot be carried) and StartTotals.

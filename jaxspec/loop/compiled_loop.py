@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxspec._trees import shape_signature
-from jaxspec.engine.block_loop import BlockUnsupported, eval_block_loop, train_block_loop
+from jaxspec.engine.block_loop import BlockUnsupported, StepJaxprs, eval_block_loop, train_block_loop
 from jaxspec.engine.mesh import (
     cores_per_replica,
     partitioned_input_specs,
@@ -134,12 +134,16 @@ class CompiledLoop:
     def trace(self, steps: int, *batch_args: Any) -> SpecParts:
         """Lower the loop for ``steps`` steps shaped like ``batch_args`` (one step,
         stacked), so the spec's hooks and scaffold exist before the first step runs; the
-        lowering is compiled when a loop of that shape first runs. Returns the SpecParts
-        of the mode's first trace."""
+        lowering is compiled when a loop of that shape first runs. Where the call may
+        group steps (one step per run off the mesh), one step of the block loop is traced
+        instead (``_trace_step``). Returns the SpecParts of the mode's first trace."""
         self.notes.first(batch_args)
         specs = self._specs(steps, batch_args)
         sig = shape_signature(specs[3:])
-        if sig not in self._cache.compiled and sig not in self._cache.lowered:
+        if self.takes_blocks and steps == 1 and self.engine.config.steps_per_execution != 1:
+            with self.notes.noting(batch_args, None):  # a grouped call: the block loop's step
+                self._trace_step(batch_args)
+        elif sig not in self._cache.compiled and sig not in self._cache.lowered:
             with self.notes.noting(batch_args, None):
                 self._cache.lowered[sig] = self._lower(self._jitted, specs)
         parts = self._cache.parts
@@ -147,14 +151,34 @@ class CompiledLoop:
             raise RuntimeError(f"the {self.mode} loop was lowered without recording its spec parts.")
         return parts
 
+    def _step_jaxprs(self) -> StepJaxprs:
+        """The mode's StepJaxprs (one step traced once per signature), made on first use."""
+        if self._cache.step_jaxprs is None:
+            body = (
+                self.engine.train_step(self._shardings, self._cache.record)
+                if self.mode == ModeKeys.TRAIN
+                else self.engine.eval_step(self._cache.record)
+            )
+            self._cache.step_jaxprs = StepJaxprs(body)
+        return self._cache.step_jaxprs
+
+    def _trace_step(self, batch_args: tuple[Any, ...]) -> None:
+        """Trace one step of the block loop (a plain Estimator's grouped call) for
+        ``batch_args`` (one step, stacked): the block loop compiled later reuses it, so
+        model_fn is traced once, and no scan is lowered that the call will not run."""
+        state, step, key, *batch = self._specs(1, batch_args)
+        one = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), tuple(batch))
+        if self.mode == ModeKeys.TRAIN:
+            self._step_jaxprs().get((state, step), key, one)
+        else:
+            self._step_jaxprs().get(state, step, key, one)
+
     def _lower_block(self, batch_args: tuple[Any, ...]) -> Any:
         """The block loop (``jaxspec.engine.block_loop``, TRAIN off the mesh) lowered for
         blocks shaped like ``batch_args``, jitted on first use (state donated)."""
         if self._cache.jitted_block is None:
-            if self.mode == ModeKeys.TRAIN:
-                loop = train_block_loop(self.engine.train_step(self._shardings, self._cache.record))
-            else:
-                loop = eval_block_loop(self.engine.eval_step(self._cache.record))
+            make = train_block_loop if self.mode == ModeKeys.TRAIN else eval_block_loop
+            loop = make(self._step_jaxprs())
             self._cache.jitted_block = _jit(loop, donate_state=self.mode == ModeKeys.TRAIN)
         state, step, key, *batch = self._specs(None, batch_args)
         steps = jax.ShapeDtypeStruct((), jnp.int32)

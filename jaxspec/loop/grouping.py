@@ -1,13 +1,14 @@
 """Step grouping for loops of one step per run (a plain Estimator): the steps between
-the ones any hook needs run as one compiled loop, dispatched as a few scans of sizes
-from a small set so that compilations stay bounded.
+the ones any hook needs run as one compiled loop.
 
-A group of ``n`` steps runs as one scan of ``n`` steps when ``n`` is a power of two or
-a size this Estimator has been asked for before (its periodic group: 100 steps with
-tf.estimator's default RunConfig); a size seen once (a first or last group, an input
-ending part-way) runs as scans of its binary decomposition (``37 = 32 + 4 + 1``), all
-dispatched back to back with no host work between them. Compiled sizes are then at most
-``log2(max) + 1`` powers of two plus ``_MAX_DIRECT`` repeated sizes per input shape.
+Training and evaluation off the mesh run every group on one program per input shape,
+the block loop (``jaxspec.engine.block_loop``): a block of ``K`` steps
+(``block_steps``: fixed per Estimator and mode) of which the call runs as many as the
+group holds, so no group size compiles a program of its own. An evaluation whose metric
+states cannot be carried by it (a merge that changes their shapes) falls back to scans:
+a group of ``n`` steps then runs as one scan of ``n`` steps when ``n`` is a power of two
+or a size asked for before, else as scans of its binary decomposition (``37 = 32 + 4 +
+1``; ``split_sizes``).
 """
 
 from __future__ import annotations
