@@ -45,7 +45,7 @@ class StepJaxprs:
         """``(closed jaxpr, output shapes)`` of the step on ``args`` (arrays, tracers or
         ``jax.ShapeDtypeStruct``s)."""
         leaves, tree = jax.tree.flatten(args)
-        sig = (tree, tuple((tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves))
+        sig = (tree, tuple((tuple(np.shape(x)), str(x.dtype)) for x in leaves))  # typed keys too
         if sig not in self._made:
             self._made[sig] = jax.make_jaxpr(self.body, return_shape=True)(*args)
         return self._made[sig]
