@@ -62,6 +62,8 @@ class LoopCost:
         sizes on one device (bytes), or None when the backend gives none.
       devices: devices the loop runs on.
       device_kind, platform: of its first device (``jax.Device``'s).
+      up_to: the loop's trip count is an argument (``jaxspec.engine.block_loop``): it
+        runs 1 to ``steps`` steps per call.
     """
 
     steps: int
@@ -73,6 +75,7 @@ class LoopCost:
     devices: int
     device_kind: str
     platform: str
+    up_to: bool = False
 
     def scalars(self) -> dict[str, float]:
         """The summaries of this analysis: ``perf/flops_per_step`` and ``memory/*``
@@ -117,10 +120,11 @@ def _memory(compiled: Any) -> tuple[int | None, int | None, int | None, int | No
     return a, o, t, al
 
 
-def read_cost(compiled: Any, steps: int, devices: list[Any]) -> LoopCost:
+def read_cost(compiled: Any, steps: int, devices: list[Any], up_to: bool = False) -> LoopCost:
     """The LoopCost of ``compiled`` (a ``jax.stages.Compiled`` of a loop of ``steps``
-    steps) running on ``devices`` (``jax.Device``s, at least one). A backend that has no
-    analysis gives None figures; this never raises for it."""
+    steps, or of up to ``steps`` with ``up_to``) running on ``devices`` (``jax.Device``s,
+    at least one). A backend that has no analysis gives None figures; this never raises
+    for it."""
     flops = _flops(compiled)
     arguments, outputs, temps, aliases = _memory(compiled)
     first = devices[0]
@@ -134,6 +138,7 @@ def read_cost(compiled: Any, steps: int, devices: list[Any]) -> LoopCost:
         devices=len(devices),
         device_kind=str(getattr(first, "device_kind", "")),
         platform=str(getattr(first, "platform", "")),
+        up_to=up_to,
     )
 
 

@@ -95,7 +95,8 @@ def _estimator(model_dir: str, kind: str, iterations_per_loop: int = 1, **config
 
 
 def _compiled_train_loop(est) -> jax.stages.Compiled:
-    (compiled,) = est._compile_cache.modes["train"].compiled.values()
+    cache = est._compile_cache.modes["train"]
+    (compiled,) = [*cache.compiled.values(), *cache.compiled_block.values()]  # one device: the block loop
     return compiled
 
 

@@ -91,9 +91,10 @@ def test_flops_memory_and_mfu_of_a_grouped_estimator(tmp_path, caplog):
     for _, value in flops:
         assert value == pytest.approx(single, rel=0.01)  # a scan's body counted once: one step
         assert 0.5 < value / (6 * params * BATCH) < 2
-    # every compiled loop's memory_analysis(), one summary each at its first step
+    # every compiled loop's memory_analysis() (one: the block loop), once, at a summary step
     cache = est._compile_cache.modes["train"]
-    compiled = list(cache.compiled.values()) + list(cache.compiled_keep.values())
+    compiled = [*cache.compiled.values(), *cache.compiled_keep.values(), *cache.compiled_block.values()]
+    assert len(compiled) == 1 and [s for s, _ in flops] == [1]
     want = sorted(
         tuple(
             getattr(c.memory_analysis(), f"{n}_size_in_bytes")

@@ -1,7 +1,7 @@
 """Rates without compiles (issue 46, item 2): ``global_step/sec``, ``examples/sec`` and
 ``perf/mfu`` leave out the seconds spent compiling, as TF's StepCounterHook never timed
 graph construction. Read back from the event files: on a train whose loop compiles a
-new size mid-run (a model_fn that takes 2 s to trace), no interval reads the compile; on
+new batch shape mid-run (a model_fn that takes 2 s to trace), no interval reads the compile; on
 a clock of our own, the interval is exactly the wall time less the compile seconds; and
 the CompileClock counts what jax.monitoring reports of XLA compiles on its thread."""
 
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import batches_input_fn, digits, fast_config, init_fn, make_model_fn
+from helpers import digits, fast_config, init_fn, make_model_fn
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import jaxspec
@@ -25,7 +25,7 @@ from jaxspec.loop_cost import BACKEND_COMPILE_EVENT, CompileClock, LoopCost
 from jaxspec.spec.hooks import NEVER
 
 X, Y = digits(160)
-TRACE_SECS = 2.0  # each trace of model_fn (each new loop size) takes this long
+TRACE_SECS = 2.0  # each trace of model_fn (each new loop) takes this long
 
 
 def _scalars(logdir: str, tag: str) -> list[tuple[int, float]]:
@@ -71,10 +71,16 @@ def test_a_compile_mid_run_is_in_no_rate(tmp_path: Any) -> None:
     )
     est = jaxspec.Estimator(slow_model_fn, config=config, init_fn=init_fn, params={})
     times = _StepTimes()
-    est.train(batches_input_fn(X, Y, 16, repeat=True), hooks=[times], steps=60)
+
+    def input_fn():  # 16 rows a batch, then 8 from step 25: a new shape, compiled mid-run
+        for i in range(60):
+            rows = slice((i % 10) * 16, (i % 10) * 16 + (16 if i < 25 else 8))
+            yield {"x": X[rows]}, Y[rows]
+
+    est.train(input_fn, hooks=[times], steps=60)
     rates = _scalars(model_dir, "global_step/sec")
     assert [s for s, _ in rates] == [11, 21, 31, 41, 51]
-    # a compile (a new loop size: 10 steps) happened inside a measured interval ...
+    # a compile (the loop for the new batch shape) happened inside a measured interval ...
     reached = dict(times.times)
     assert any(reached[1] < t < reached[51] for t in traced), (traced, reached)
     # ... and no interval holds its seconds: each of 10 steps took far less than a trace

@@ -47,6 +47,10 @@ def _metrics_per_step(step_metrics: Callable[[Any], Any], args: Any, steps: int)
         return jax.lax.map(step_metrics, args)
 
 
+# ``((state, step), key, (features, labels)) -> ((state, step), per-step outputs)``: one
+# training step (``StepEngine.train_step``).
+TrainStep = Callable[[Any, Any, Any], Any]
+
 # Called with each trace's SpecParts (hooks, host functions, scaffold, export heads): how
 # spec parts leave a trace. Their arrays are tracers and must not be used.
 RecordParts = Callable[[SpecParts], None]
@@ -338,24 +342,36 @@ class StepEngine:
         )
 
     # -- train ---------------------------------------------------------------------------
+    def train_step(self, state_shardings: Any, record: RecordParts) -> TrainStep:
+        """One training step as a loop body: ``((state, step), key, (features, labels)) ->
+        ((new state, step + 1), (loss[R], host, hook values, loss scale[R] | None,
+        learning rate[R] | None))``, the per-step outputs of a TrainLoopOut before
+        stacking; the state stays in ``state_shardings``."""
+
+        def body(carry: Any, key: Any, batch: Any) -> Any:
+            st, gs = carry
+            batch_features, batch_labels = batch
+            parts = self._call(ModeKeys.TRAIN, st, gs, key, batch_features, batch_labels, record=record)
+            new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
+            host = [hc.tensors for hc in parts.host_calls]
+            scale = find_loss_scale(new_state)  # for the loss_scale summary
+            scale = None if scale is None else jnp.asarray(scale, jnp.float32)[None]
+            rate = find_learning_rate(new_state)  # for the learning_rate summary
+            rate = None if rate is None else jnp.asarray(rate, jnp.float32).reshape(())[None]
+            return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors(), scale, rate)
+
+        return body
+
     def train_loop(self, state_shardings: Any, record: RecordParts) -> LoopFn:
         """``(state, step, key, features, labels) -> TrainLoopOut``; the state stays in
         ``state_shardings`` (a pytree of Shardings like the state, or None)."""
 
-        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels) -> Any:
-            def body(carry: Any, batch: Any) -> Any:
-                st, gs = carry
-                batch_features, batch_labels = batch
-                parts = self._call(ModeKeys.TRAIN, st, gs, key, batch_features, batch_labels, record=record)
-                new_state = constrain_state(check_new_state(st, parts.new_state), state_shardings)
-                host = [hc.tensors for hc in parts.host_calls]
-                scale = find_loss_scale(new_state)  # for the loss_scale summary
-                scale = None if scale is None else jnp.asarray(scale, jnp.float32)[None]
-                rate = find_learning_rate(new_state)  # for the learning_rate summary
-                rate = None if rate is None else jnp.asarray(rate, jnp.float32).reshape(())[None]
-                return (new_state, gs + 1), (parts.loss[None], host, parts.hook_tensors(), scale, rate)
+        body = self.train_step(state_shardings, record)
 
-            (state, step), outs = jax.lax.scan(body, (state, step), (features, labels))
+        def loop(state: State, step: Any, key: Any, features: Features, labels: Labels) -> Any:
+            (state, step), outs = jax.lax.scan(
+                lambda carry, batch: body(carry, key, batch), (state, step), (features, labels)
+            )
             return (state, step, *outs)
 
         b, s = self._batch, self._stacked
@@ -372,6 +388,22 @@ class StepEngine:
         return LoopFn(train_loop, TrainLoopOut._make((state_shardings, *rest)))
 
     # -- eval ----------------------------------------------------------------------------
+    def eval_step(self, record: RecordParts) -> Callable[..., Any]:
+        """Off the mesh, one eval step as a loop body: ``(state, step, key, (features,
+        labels, mask)) -> ({name: metric state}, host, hook values)``, ``'loss'`` (a Mean
+        of the batch loss) among the metric states, as one step of ``eval_loop``."""
+
+        def body(state: State, step: Any, key: Any, batch: Any) -> Any:
+            f, lab, m = batch
+            with padding_mask_scope((m > 0).astype(m.dtype)):  # > 1: a loss weight
+                parts = self._call(ModeKeys.EVAL, trace_local(state), step, key, f, lab, record=record)
+                metric_states = parts.metric_states or {}  # a dict in EVAL
+                _check_metric_names(metric_states)
+                payload = {"loss": mean(parts.loss), **metric_states}
+            return payload, [hc.tensors for hc in parts.host_calls], parts.hook_tensors()
+
+        return body
+
     def eval_loop(self, record: RecordParts) -> LoopFn:
         """``(state, step, key, features, labels, mask[N, B]) -> EvalLoopOut``.
 

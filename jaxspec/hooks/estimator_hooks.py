@@ -48,9 +48,10 @@ class ProgressHook(SessionRunHook):
     - the ``global_step/sec: ...`` and ``loss = ..., step = ...`` lines at those steps
       and at the first one, ``step`` being the global step the last run started from,
       as TF's line shows it (0, 10, 20, ...), with the same interval in ``(... sec)``;
-    - at each compile of the loop, XLA's analysis (``jaxspec.loop_cost``): one INFO line
+    - at each compile of a loop, XLA's analysis (``jaxspec.loop_cost``): one INFO line
       and, when ``save_summary_steps`` is set, ``perf/flops_per_step`` and ``memory/*``
-      at the compiled loop's first step.
+      at the first summary step from the compiled loop's first step on (the next one
+      when another compile's analysis is written at that step: one step per program).
 
     Summaries are written from the per-step values the loop hands over, so they need no
     dispatch of their own; only the measured steps are loop boundaries.
@@ -138,7 +139,8 @@ class ProgressHook(SessionRunHook):
 
     def after_compile(self, cost: LoopCost, first_step: int | None) -> None:
         """One compiled loop's analysis, for the loop whose first dispatch starts after
-        global step ``first_step``: logged now, written at ``first_step + 1``."""
+        global step ``first_step``: logged now, written at the first summary step from
+        ``first_step + 1`` on that holds no other compile's."""
         self.cost = cost
         if not cost.analysed:
             if cost.platform not in _NO_ANALYSIS_SAID:
@@ -151,8 +153,9 @@ class ProgressHook(SessionRunHook):
             return
         flops = "unknown" if cost.flops_per_step is None else f"{cost.flops_per_step:.4g}"
         self._line(
-            "Compiled a training loop of %d steps: %s FLOPs per step on %d devices; per device "
+            "Compiled a training loop of %s%d steps: %s FLOPs per step on %d devices; per device "
             "%s argument, %s output, %s temporary, %s aliased bytes.",
+            "up to " if cost.up_to else "",
             cost.steps,
             flops,
             cost.devices,
@@ -163,7 +166,18 @@ class ProgressHook(SessionRunHook):
             cadence=False,
         )
         if first_step is not None and self.summary_every:  # summaries off (0/None): the line only
-            self._pending.append((first_step + 1, cost.scalars()))
+            self._pending.append((self._summary_step_from(first_step + 1), cost.scalars()))
+
+    def _summary_step_from(self, step: int) -> int:
+        """The first summary step (the call's first step, then every
+        ``save_summary_steps``) at or after ``step`` that holds no other compile's
+        analysis: each compiled program's ``memory/*`` and ``perf/flops_per_step`` land
+        on a step of their own, beside the loss."""
+        every, base = self.summary_every, self._start + 1
+        at = base + max(0, -(-(step - base) // every)) * every
+        while any(at == p for p, _ in self._pending):
+            at += every
+        return at
 
     def after_loop(
         self,

@@ -43,6 +43,14 @@ class ModeCache:
     parts: SpecParts | None = None
     jitted_keep: Any = None  # TRAIN: the loop without donation, for loops dispatched ahead
     compiled_keep: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    # TRAIN and EVAL off the mesh: the loop whose trip count is an argument
+    # (jaxspec.engine.block_loop), compiled per block shape signature; the block size K
+    # grouped calls use; EVAL: True once the metric states proved not carriable by it.
+    jitted_block: Any = None
+    compiled_block: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    block_steps: int | None = None
+    block_unsupported: bool = False
+    step_jaxprs: Any = None  # the block loops' jaxspec.engine.block_loop.StepJaxprs
     last_cost: Any = None  # TRAIN: the jaxspec.loop_cost.LoopCost of the latest compile, when read
     # EVAL: the loop that carries metric totals (jaxspec.loop.eval_totals), and per shape
     # signature its abstract totals (None: the states cannot be carried) and StartTotals.

@@ -1,10 +1,11 @@
 """How many steps one grouped training dispatch may run, and how far the host may
 dispatch ahead of the devices, so that a SIGTERM stops training within about a second.
 
-A compiled scan cannot be cut once it runs. A plain Estimator's group (up to 1000
-steps, ``jaxspec.loop.grouping``) is therefore dispatched as scans of at most ``cap()``
-steps, a power of two sized from the measured step time to about ``DISPATCH_SECS``
-seconds, and the host keeps at most two of them on the devices (one running, one
+A compiled loop cannot be cut once it runs. A plain Estimator's group (up to 1000
+steps, ``jaxspec.loop.grouping``) is therefore dispatched as calls of the block loop
+(``jaxspec.engine.block_loop``: its trip count is an argument, so no size compiles a
+program of its own) of at most ``cap()`` steps, a power of two sized from the measured
+step time to about ``DISPATCH_SECS`` seconds, and the host keeps at most two of them on the devices (one running, one
 queued: it waits for the one before before dispatching the next). After a SIGTERM no
 further scan is dispatched, so at most two scans run after the signal. The step time
 is measured from the scans the host waits for (the fastest of the recent ones) and kept
@@ -24,6 +25,7 @@ import weakref
 from typing import Any
 
 import jax
+import numpy as np
 
 from jaxspec.loop.grouping import Chunk
 
@@ -103,13 +105,6 @@ class DispatchBound:
         steps = DISPATCH_SECS / max(secs, 1e-9)
         return self._limit if steps >= self._limit else _floor_pow2(steps)
 
-    def sizes(self, n: int, split: Any) -> list[int]:
-        """The scans of the next part of a group of ``n`` steps: ``split(n)`` (its usual
-        scans) when ``n`` fits the cap, else one scan of ``cap()`` steps (the caller asks
-        again for the rest)."""
-        cap = self.cap()
-        return split(n) if n <= cap else [cap]
-
     def may_dispatch(self) -> bool:
         """Wait until the devices hold at most one scan of this call (none while no
         step time is known, so the first one is timed); False after a SIGTERM: dispatch
@@ -148,9 +143,19 @@ class DispatchBound:
         self.done_step = max(self.done_step, end)
 
 
-def _powers_of_two(n: int) -> list[int]:
-    """``n``'s binary decomposition, largest first (``37 -> [32, 4, 1]``)."""
-    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+def block_rows(args: tuple[Any, ...], start: int, steps: int, block: int) -> tuple[Any, ...]:
+    """Rows ``start .. start + steps - 1`` of host arrays stacked ``[n, ...]``, as a block
+    of ``block`` rows (the rest zeros, never run): the block loop's input."""
+    if start == 0 and steps == block and len(jax.tree.leaves(args)[0]) == block:
+        return args
+
+    def rows(x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        out = np.zeros((block,) + x.shape[1:], x.dtype)
+        out[:steps] = x[start : start + steps]
+        return out
+
+    return jax.tree.map(rows, args)
 
 
 def dispatch_bounded(
@@ -159,36 +164,33 @@ def dispatch_bounded(
     state: Any,
     first: int,
     args: tuple[Any, ...],
-    sizes: list[int],
+    block: int,
     stoppable: bool = True,
 ) -> list[Chunk]:
-    """Dispatch a training group (host arrays stacked ``[n, ...]``, ``n = sum(sizes)``)
-    as its scans ``sizes`` (``split_sizes``), each cut to at most ``bound.cap()`` steps
-    (a longer one runs as scans of the cap and the powers of two of its rest), each from
-    the previous one's state, the host paced to the devices (``bound.may_dispatch``
-    before every scan but the first: the caller paced that one).
+    """Dispatch a training group (host arrays stacked ``[n, ...]``) as calls of the
+    block loop (``jaxspec.engine.block_loop``, blocks of ``block`` rows), each of at
+    most ``min(bound.cap(), block)`` steps, each from the previous one's state, the host
+    paced to the devices (``bound.may_dispatch`` before every call but the first: the
+    caller paced that one). One compiled program serves every size.
 
     Returns:
-      The scans dispatched, as Chunks: all of them, or (``stoppable``) those dispatched
-      before a SIGTERM came (the group then ends there, not finished). A group whose
-      input position is saved is not stoppable: every step read must be trained (the
-      position cannot go back), so such groups are at most ``cap()`` steps long.
+      The calls dispatched, as Chunks (their TrainLoopOut has ``block`` rows per step
+      field, of which the Chunk's ``steps`` count): all of them, or (``stoppable``)
+      those dispatched before a SIGTERM came (the group then ends there, not finished).
+      A group whose input position is saved is not stoppable: every step read must be
+      trained (the position cannot go back), so such groups are at most ``cap()`` steps
+      long.
     """
     chunks: list[Chunk] = []
-    queue, done, n = list(sizes), 0, sum(sizes)
-    while queue:
+    n = int(np.shape(jax.tree.leaves(args)[0])[0])
+    done = 0
+    while done < n:
         if chunks and not bound.may_dispatch() and stoppable:
             break
-        size, cap = queue.pop(0), bound.cap()
-        if size > cap:
-            rest = size - cap
-            queue[:0] = [cap] * (rest // cap) + _powers_of_two(rest % cap)
-            size = cap
-        part = args
-        if size != n:
-            part = jax.tree.map(lambda x, a=done, b=done + size: x[a:b], args)
+        size = min(n - done, bound.cap(), block)
+        part = block_rows(args, done, size, block)
         started = time.perf_counter()
-        out = loop.dispatch(state, first + done, *part)
+        out = loop.dispatch(state, first + done, *part, block_steps=size)
         bound.dispatched(out, first + done, size, started, getattr(loop, "last_compile_secs", 0.0) > 0)
         chunks.append(Chunk(first + done, size, out))
         state, done = out.state, done + size

@@ -14,7 +14,16 @@ from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
 from jaxspec.loop import console
-from jaxspec.loop.grouping import dispatch_chunks, group_limit, groups_steps, split_sizes
+from jaxspec.loop.dispatch_bound import block_rows
+from jaxspec.loop.grouping import (
+    Chunk,
+    block_steps,
+    dispatch_chunks,
+    group_limit,
+    groups_steps,
+    split_sizes,
+    trimmed,
+)
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.pipeline import InFlight, run_pipelined
@@ -29,6 +38,7 @@ _merge = jax.jit(merge_metric_dicts)
 
 
 _FIRST_GROUP = 8  # batches of a grouped evaluate's first loop (see ramped_size)
+EVAL_BLOCK = 64  # the block of the eval block loop (steps), where the group limit allows it
 _MAX_SUMMARY_ELEMENTS = 64  # larger arrays are not written as scalars (TF skips all non-scalars)
 
 
@@ -163,13 +173,14 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
         first_step = phase.feeder.peek_step()
         limit = group_limit(phase.plan.config, first_step[0] if first_step is not None else ())
     mode_cache = phase.plan.compile_cache.modes[phase.mode]
+    block = block_steps(mode_cache, [EVAL_BLOCK], limit) if grouped and loop.takes_blocks else None
     padding = UnweightedPadding(
         phase.plan.broadcast and phase.mesh is not None, phase.parts.reads_padding_mask
     )
 
     def dispatch(previous: InFlight | None, before_run: Callable[[], None] | None) -> InFlight | None:
         nonlocal asked
-        n = ramped_size(asked, limit) if grouped else limit
+        n = ramped_size(asked, block or limit) if grouped else limit
         n = n if steps is None else min(n, steps - asked)
         group = phase.next_group(n) if n > 0 else None
         if group is None:
@@ -178,17 +189,23 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
         padding.check(group.mask)
         if before_run is not None:
             before_run()
-        sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]
         before = None if previous is None else previous.out[-1].out.totals
+        step = lifecycle.global_step
+        if block is not None:  # one program for every size: the block loop
+            args = block_rows(group.args, 0, group.steps, block)
+            out = loop.dispatch(lifecycle.state, step, *args, totals=before, block_steps=group.steps)
+            return InFlight(first, group.batches, [Chunk(step, group.steps, out)])
+        sizes = split_sizes(mode_cache, group.steps) if grouped else [group.steps]
         return InFlight(
-            first,
-            group.batches,
-            dispatch_chunks(loop, lifecycle.state, lifecycle.global_step, group.args, sizes, before),
+            first, group.batches, dispatch_chunks(loop, lifecycle.state, step, group.args, sizes, before)
         )
 
     def account(current: InFlight, state_taken: bool) -> bool:
         nonlocal totals, values, done
-        n, chunks = current.steps, current.out  # n: input steps
+        n, chunks = (
+            current.steps,
+            [c._replace(out=trimmed(c.out, c.steps)) for c in current.out],
+        )  # n: input steps
         if chunks[-1].out.totals is not None:  # merged in the loops (jaxspec.loop.eval_totals)
             totals, values = chunks[-1].out.totals, chunks[-1].out.values
         else:

@@ -1,13 +1,14 @@
 """Step grouping for loops of one step per run (a plain Estimator): the steps between
-the ones any hook needs run as one compiled loop, dispatched as a few scans of sizes
-from a small set so that compilations stay bounded.
+the ones any hook needs run as one compiled loop.
 
-A group of ``n`` steps runs as one scan of ``n`` steps when ``n`` is a power of two or
-a size this Estimator has been asked for before (its periodic group: 100 steps with
-tf.estimator's default RunConfig); a size seen once (a first or last group, an input
-ending part-way) runs as scans of its binary decomposition (``37 = 32 + 4 + 1``), all
-dispatched back to back with no host work between them. Compiled sizes are then at most
-``log2(max) + 1`` powers of two plus ``_MAX_DIRECT`` repeated sizes per input shape.
+Training and evaluation off the mesh run every group on one program per input shape,
+the block loop (``jaxspec.engine.block_loop``): a block of ``K`` steps
+(``block_steps``: fixed per Estimator and mode) of which the call runs as many as the
+group holds, so no group size compiles a program of its own. An evaluation whose metric
+states cannot be carried by it (a merge that changes their shapes) falls back to scans:
+a group of ``n`` steps then runs as one scan of ``n`` steps when ``n`` is a power of two
+or a size asked for before, else as scans of its binary decomposition (``37 = 32 + 4 +
+1``; ``split_sizes``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import jax
 import numpy as np
 
 from jaxspec.config.run_config import RunConfig
+from jaxspec.engine.multihost import to_host
 from jaxspec.loop.plan import RunPlan
 
 MAX_GROUP_STEPS = 1000  # steps of one group with steps_per_execution='auto'
@@ -60,6 +62,31 @@ def split_sizes(mode_cache: Any, n: int) -> list[int]:
     if n & (n - 1) == 0 or (seen[n] > 1 and n in direct[:_MAX_DIRECT]):
         return [n]
     return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
+
+
+def block_steps(mode_cache: Any, sizes: list[int], limit: int) -> int:
+    """The block size K of the TRAIN block loop (``jaxspec.engine.block_loop``): the
+    one ``mode_cache`` (an Estimator's TRAIN ModeCache) already uses, else the largest
+    of ``sizes`` (the first groups the call's hooks make), at most ``limit``
+    (``group_limit``: 1000 steps and 64 MiB of input). Kept per Estimator, so later
+    calls reuse the compiled program; a group longer than K runs as several calls."""
+    if mode_cache.block_steps is None:
+        mode_cache.block_steps = max(1, min(limit, max(sizes, default=1)))
+    return max(1, min(limit, mode_cache.block_steps))
+
+
+_PER_STEP = ("losses", "host", "hook_values", "loss_scales", "learning_rates")
+
+
+def trimmed(out: Any, steps: int) -> Any:
+    """A TrainLoopOut or EvalLoopOut of the block loop cut to the ``steps`` rows that
+    ran (its per-step fields as numpy on the host; the state, the step and the metric
+    states stay on the devices); ``out`` itself when every per-step field has exactly
+    ``steps`` rows."""
+    fields = {f: getattr(out, f) for f in _PER_STEP if hasattr(out, f)}
+    if all(int(np.shape(x)[0]) == steps for x in jax.tree.leaves(fields)):
+        return out
+    return out._replace(**{f: jax.tree.map(lambda x: to_host(x)[:steps], v) for f, v in fields.items()})
 
 
 class Chunk(NamedTuple):

@@ -22,7 +22,7 @@ from jaxspec.loop import console, data_position, watchdog
 from jaxspec.loop.dispatch_bound import DispatchBound, dispatch_bounded
 from jaxspec.loop.donated_state import KeepAhead, state_free_after, state_read_at
 from jaxspec.loop.empty_input import train_without_data
-from jaxspec.loop.grouping import Chunk, group_limit, groups_steps, split_sizes
+from jaxspec.loop.grouping import Chunk, block_steps, group_limit, groups_steps, trimmed
 from jaxspec.loop.hook_runner import HookRunner, last_step_values
 from jaxspec.loop.peer_watch import PeerWatch
 from jaxspec.loop.phase import Phase
@@ -251,6 +251,7 @@ def _account(
     """
     lifecycle = phase.lifecycle
     watchdog.mark(watchdog.DEVICE if jax.process_count() == 1 else watchdog.COLLECTIVE)
+    chunks = [c._replace(out=trimmed(c.out, c.steps)) for c in chunks]  # a block loop's rows that ran
     per_chunk = [to_host(c.out.losses) for c in chunks]  # [steps, replicas] each
     losses = np.concatenate([x[:, 0] if x.shape[1] == 1 else x.mean(axis=1) for x in per_chunk])
     first, n = chunks[0].first, len(losses)
@@ -293,6 +294,22 @@ def _per_step(chunks: list[Chunk], field: str) -> np.ndarray | None:
     return np.concatenate([to_host(getattr(c.out, field))[:, 0] for c in chunks])
 
 
+def _planned_sizes(runner: HookRunner, start: int, last_step: int | None, limit: int) -> list[int]:
+    """The sizes of the first groups a call from global step ``start`` makes (at most
+    four): up to the next step a hook needs, ``last_step`` and ``limit``."""
+    sizes: list[int] = []
+    at = start
+    while len(sizes) < 4:
+        n = min(limit, runner.next_needed_step(at) - at)
+        if last_step is not None:
+            n = min(n, last_step - at)
+        if n <= 0:
+            break
+        sizes.append(n)
+        at += n
+    return sizes
+
+
 def _grouped_loops(
     phase: Phase,
     runner: HookRunner,
@@ -310,8 +327,9 @@ def _grouped_loops(
     dispatched once loop k is accounted for, so hooks read loop k's output state first
     and a stop keeps it.
 
-    A loop runs as scans of at most about ``DISPATCH_SECS`` each, at most two on the
-    devices (``DispatchBound``). A SIGTERM stops reading a group's input at the next
+    Every loop runs on one compiled program, the block loop (``block_steps``: its block
+    of K steps is fixed per Estimator, the steps it runs are an argument), as calls of
+    at most about ``DISPATCH_SECS`` each, at most two on the devices (``DispatchBound``). A SIGTERM stops reading a group's input at the next
     step and dispatches nothing more: a group being read is dropped, one being
     dispatched ends after its scans already dispatched (it is not finished). Where the
     input's position is saved, every step read must be trained (the position cannot go
@@ -320,6 +338,7 @@ def _grouped_loops(
     pending_first = phase.feeder.peek_step()
     limit = group_limit(phase.plan.config, pending_first[0] if pending_first is not None else ())
     mode_cache = phase.plan.compile_cache.modes[phase.mode]
+    block = block_steps(mode_cache, _planned_sizes(runner, lifecycle.global_step, last_step, limit), limit)
     bound = DispatchBound(mode_cache, limit, lambda: preemption.triggered)
     preemption.progress = lambda: max(lifecycle.global_step, bound.done_step)
     start, started_at = lifecycle.global_step, _clock_start(phase)
@@ -353,8 +372,7 @@ def _grouped_loops(
         iterations[0] = group.steps
         if before_run is not None:
             before_run()
-        sizes = split_sizes(mode_cache, group.steps)
-        chunks = dispatch_bounded(loop, bound, state, first, group.args, sizes, stoppable=not tracked)
+        chunks = dispatch_bounded(loop, bound, state, first, group.args, block, stoppable=not tracked)
         steps = sum(c.steps for c in chunks)
         iterations[0] = steps
         return InFlight(first, steps, chunks, took_previous=before_run is None)  # ahead: it took loop k's
