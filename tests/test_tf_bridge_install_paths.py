@@ -69,6 +69,7 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
         tfe = "tensorflow_estimator.python.estimator."
         want = {
             "estimator.EstimatorV2": tf_bridge.Estimator,
+            "estimator.VocabInfo": tf.estimator.VocabInfo,
             "export.export_output.EvalOutput": tf.estimator.export.EvalOutput,
             "head.base_head.Head": heads.Head,
             "head.base_head.DEFAULT_SERVING_KEY": "serving_default",
