@@ -36,7 +36,7 @@ POLL_SECS = 1.0
 T = TypeVar("T")
 # One evaluation's outcome: its metrics and, per exporter, the directory it wrote (or
 # None); ``(None, None)`` before the first evaluation.
-EvalOutcome: TypeAlias = tuple["dict[str, Any] | None", "list[bytes | None] | None"]
+EvalOutcome: TypeAlias = tuple[dict[str, Any] | None, list[bytes | None] | None]
 
 
 def _typed(items: Iterable[object] | None, expected: type[T], owner: str, what: str) -> tuple[T, ...]:
