@@ -25,7 +25,9 @@ def digits(n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """
     spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
     roots = list(spec.submodule_search_locations or []) if spec else []
-    csv = [p for p in (os.path.join(r, "datasets", "data", "digits.csv.gz") for r in roots) if os.path.exists(p)]
+    csv = [
+        p for p in (os.path.join(r, "datasets", "data", "digits.csv.gz") for r in roots) if os.path.exists(p)
+    ]
     if csv:
         table = np.loadtxt(csv[0], delimiter=",")
         x, y = table[:, :-1], table[:, -1]
