@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Any
 
 import flax.linen as nn
@@ -15,10 +17,24 @@ import jaxspec
 
 
 def digits(n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The first n digits: x float32 [n, 64], y int32 [n]."""
-    from sklearn.datasets import load_digits
+    """The first n of scikit-learn's 1797 8x8 digits: x float32 [n, 64] in [0, 1], y int32 [n].
 
-    x, y = load_digits(return_X_y=True)
+    Read from the CSV that ships inside scikit-learn (the file ``load_digits`` reads) without
+    importing ``sklearn.datasets``, which costs every test subprocess seconds; where that file
+    is not found, ``load_digits`` itself. tests/test_helpers_digits.py checks both agree.
+    """
+    spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    csv = [
+        p for p in (os.path.join(r, "datasets", "data", "digits.csv.gz") for r in roots) if os.path.exists(p)
+    ]
+    if csv:
+        table = np.loadtxt(csv[0], delimiter=",")
+        x, y = table[:, :-1], table[:, -1]
+    else:
+        from sklearn.datasets import load_digits
+
+        x, y = load_digits(return_X_y=True)
     return (x[:n] / 16.0).astype(np.float32), y[:n].astype(np.int32)
 
 

@@ -10,7 +10,7 @@ import jaxspec
 from jaxspec import InputPipelineConfig as IPC
 from tests.helpers import digits, init_fn, make_model_fn
 
-GLOBAL, REPLICAS, STEPS = 64, 8, 3
+GLOBAL, REPLICAS, STEPS = 64, 8, 4  # two loops of 2 (iterations_per_loop): one compiled length
 
 
 def _config(model_dir, pipeline):

@@ -35,6 +35,13 @@ class _Two:
     def local_step(self, process: int, step: int) -> str:
         return os.path.join(self.local, f"process_{process}", "checkpoints", str(step))
 
+    def copy_to(self, tmp_path) -> _Two:
+        """The same model_dir and local tier, copied under ``tmp_path``."""
+        other = _Two(tmp_path)
+        shutil.copytree(self.model_dir, other.model_dir)
+        shutil.copytree(self.local, other.local)
+        return other
+
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory) -> dict[str, np.ndarray]:
@@ -57,27 +64,31 @@ def _assert_equal(results: list[dict], want: dict[str, np.ndarray]) -> None:
             )
 
 
-def _train_then_lose_final(two: _Two) -> None:
+@pytest.fixture(scope="module")
+def trained_to_16(tmp_path_factory) -> _Two:
     """Both processes train to 16 (model_dir: 0, 10, 16; each local tier: 14, 16), then
-    the model_dir's 16 goes, as a kill before the final save would have left it."""
+    the model_dir's 16 goes, as a kill before the final save would have left it. Run once;
+    each test works on its own copy (``copy_to``)."""
+    two = _Two(tmp_path_factory.mktemp("trained_to_16"))
     two.train(16, "_first")
     for p in (0, 1):
         assert os.path.isdir(two.local_step(p, 14)) and os.path.isdir(two.local_step(p, 16))
     shutil.rmtree(os.path.join(two.model_dir, "checkpoints", "16"))
+    return two
 
 
-def test_both_resume_from_the_step_every_process_holds(tmp_path, one_process):
-    two = _Two(tmp_path)
-    _train_then_lose_final(two)
+def test_both_resume_from_the_step_every_process_holds(tmp_path, one_process, trained_to_16):
+    two = trained_to_16.copy_to(tmp_path)
     shutil.rmtree(two.local_step(1, 16))  # process 1's node lost its newest local save
     results = two.train(MAX_STEPS, "_resumed")
     assert _restored(results) == ["Restored state from checkpoint at global step 14."] * 2
     _assert_equal(results, one_process)
 
 
-def test_a_process_without_local_checkpoints_makes_both_use_the_model_dir(tmp_path, one_process):
-    two = _Two(tmp_path)
-    _train_then_lose_final(two)
+def test_a_process_without_local_checkpoints_makes_both_use_the_model_dir(
+    tmp_path, one_process, trained_to_16
+):
+    two = trained_to_16.copy_to(tmp_path)
     shutil.rmtree(os.path.join(two.local, "process_1"))  # process 1 runs on a new node
     results = two.train(MAX_STEPS, "_resumed")
     assert _restored(results) == ["Restored state from checkpoint at global step 10."] * 2
