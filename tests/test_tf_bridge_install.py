@@ -105,6 +105,9 @@ def test_install_adds_the_estimator_paths_and_changes_nothing_else_in_tensorflow
             "NPUDistributedOptimizer": npu_optimizer.NPUDistributedOptimizer is tf_bridge.NPUDistributedOptimizer,
             "FixedLossScaleManager": npu_loss_scale_manager.FixedLossScaleManager is tf_bridge.FixedLossScaleManager,
         }
+        import tf_keras  # imports tensorflow.compat.v1 / v2, which put new objects at tf.compat.*
+        checks["v1 after tf_keras"] = tf.compat.v1.estimator is tf_bridge.estimator.v1
+        checks["v2 after tf_keras"] = tf.compat.v2.estimator is tf_bridge.estimator
         try:
             import tensorflow_estimator.python.estimator.no_such_module
         except ModuleNotFoundError:

@@ -175,6 +175,11 @@ def install() -> None:
             table.update(HCCL_PATHS)
     finder = _module_map.register(_module_map.ModuleMapFinder(table))
     _installed.append(finder)
+    # ``import tensorflow.compat.v1`` (tf_keras does it, e.g. when a v1 head builds its AUC)
+    # puts new wrapper objects at tf.compat.v1 / v2, without the names set below: import them
+    # first, so those names are set on the objects that stay.
+    for path in ("tensorflow.compat.v1", "tensorflow.compat.v2"):
+        importlib.import_module(path)
     estimator = importlib.import_module("tf_bridge.estimator")
     for namespace in (tf, tf.compat.v2):
         namespace.estimator = estimator
