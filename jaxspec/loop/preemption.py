@@ -97,6 +97,11 @@ class PreemptionWatcher:
                 signal_name(signum),
             )
             self.triggered = True
+        elif self.stopping:  # after the last boundary: nothing is left to agree on
+            _log.warning(
+                "%s received after training's last step, while its checkpoint is written.",
+                signal_name(signum),
+            )
         else:  # the stop waits for the next boundary, where all processes agree on it
             _log.warning(
                 "%s received: all processes stop at the next loop boundary, save, then exit.",
@@ -143,6 +148,24 @@ class PreemptionWatcher:
             handler.flush()
         signal.signal(signum, signal.SIG_DFL if previous is None else previous)
         os.kill(os.getpid(), signum)
+
+    def _went_on_with_peers(self, global_step: int) -> None:
+        """A signal to this process of several after training's last agreed boundary (the
+        final checkpoint is complete): no peer stops with it, so ending alone would leave
+        them waiting in the collectives the program runs after ``train`` (a variable read,
+        an evaluation, an export), and this process in JAX's shutdown barrier. It goes on
+        with them instead; the program's own handler of the signal is called if it had
+        one."""
+        _log.warning(
+            "%s received after training's last step (global step %d; checkpoint saved). The "
+            "other processes were not signalled: this one goes on with them rather than end "
+            "alone, which would leave their collectives waiting. Signal every process to end them all.",
+            signal_name(self.signum or 0),
+            global_step,
+        )
+        previous = self._previous.get(self.signum or 0)
+        if callable(previous):
+            previous(self.signum, None)
 
     def stop_here(self, global_step: int) -> bool:
         """Called by the loop at every loop boundary (``global_step`` reached): whether
@@ -210,9 +233,10 @@ class PreemptionWatcher:
 
         A process of a multi-process run that was not signalled itself, stopped with a
         signalled peer (``stop_here``), logs which process received which signal and
-        raises ``SystemExit(143)``. A signal that came after the last boundary was agreed
-        ends only its own process this way (the run had reached its end; the others
-        return).
+        raises ``SystemExit(143)``. A signal that came to one process after the last
+        boundary was agreed (training had reached its end; the checkpoint is complete) does
+        not end it alone: it logs a WARNING and returns, as its peers do, so the collectives
+        the program runs after ``train`` do not wait for it forever.
 
         Raises:
           SystemExit: status 143, when no handler of the program's own took the signal.
@@ -227,6 +251,9 @@ class PreemptionWatcher:
             )
             raise SystemExit(EXIT_STATUS)
         if self.signum is None:
+            return
+        if self._agreement is not None and not self.triggered:
+            self._went_on_with_peers(global_step)
             return
         after = None if self.step_at_signal is None else max(0, global_step - self.step_at_signal)
         _log.warning(
