@@ -539,6 +539,10 @@ class Estimator:
         (``jax.random.key``) is given as its key data (uint32), as TF gives a variable's
         value.
 
+        Unlike tf.estimator's local file read, in a multi-process run this is a collective
+        (Orbax reads a checkpoint with every process): call it on every process, not on the
+        chief alone, which would wait for the others forever.
+
         Raises:
           ValueError: no checkpoint, or no leaf of that name.
         """
