@@ -207,6 +207,7 @@ class CompiledLoop:
             with self.compile_clock.timing(), self.notes.noting(batch_args, global_step):
                 lowered = None if keep_state or block else self._cache.lowered.pop(sig, None)
                 if block:
+                    self.notes.retrace(batch_args, global_step)  # a new shape or dtype: one warning
                     lowered = self._lower_block(batch_args)
                 if lowered is None:
                     if keep_state and self._cache.jitted_keep is None:
