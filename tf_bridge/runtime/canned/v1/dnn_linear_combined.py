@@ -136,7 +136,11 @@ class _CombinedV1(V1Methods, Estimator):
         )
 
 
-_ARGS_DOC = """
+class DNNLinearCombinedClassifier(_CombinedV1):
+    """A wide-and-deep classifier as ``tf.compat.v1.estimator.DNNLinearCombinedClassifier``
+    (TF 2.15's v1 class): TF1 optimizers and slot names, partitioned variables, v1
+    summaries and metrics.
+
     Args:
       model_dir: checkpoints and summaries.
       linear_feature_columns: the linear part's ``tf.feature_column`` columns.
@@ -147,7 +151,9 @@ _ARGS_DOC = """
       dnn_hidden_units: ints, the width of each hidden layer (required with DNN columns).
       dnn_activation_fn: the hidden layers' activation.
       dnn_dropout: None or the probability of dropping a coordinate in TRAIN.
-      {head_args}
+      n_classes: int >= 2.
+      weight_column: None, a feature key or a ``numeric_column``.
+      label_vocabulary: None or the label strings.
       input_layer_partitioner: partitioner of the DNN's input layer and of the linear
         model (default ``min_max_variable_partitioner(max_partitions=num_ps_replicas,
         min_slice_size=64 << 20)``).
@@ -160,10 +166,8 @@ _ARGS_DOC = """
     Raises:
       ValueError: both column lists empty, a bad head argument or ``loss_reduction``; at
         train time a bad optimizer, DNN columns without ``dnn_hidden_units``.
-"""
+    """
 
-
-class DNNLinearCombinedClassifier(_CombinedV1):
     def __init__(
         self,
         model_dir: str | os.PathLike[str] | None = None,
@@ -197,6 +201,35 @@ class DNNLinearCombinedClassifier(_CombinedV1):
 
 
 class DNNLinearCombinedRegressor(_CombinedV1):
+    """A wide-and-deep regressor as ``tf.compat.v1.estimator.DNNLinearCombinedRegressor``
+    (TF 2.15's v1 class; see ``DNNLinearCombinedClassifier``).
+
+    Args:
+      model_dir: checkpoints and summaries.
+      linear_feature_columns: the linear part's ``tf.feature_column`` columns.
+      linear_optimizer: a name (Ftrl, ... at ``min(0.005, 1/sqrt(len(linear_feature_columns)))``),
+        a ``tf.compat.v1.train.Optimizer`` or a callable returning one.
+      dnn_feature_columns: the DNN's columns (dense ones).
+      dnn_optimizer: a name (at 0.001), a ``tf.compat.v1.train.Optimizer`` or a callable.
+      dnn_hidden_units: ints, the width of each hidden layer (required with DNN columns).
+      dnn_activation_fn: the hidden layers' activation.
+      dnn_dropout: None or the probability of dropping a coordinate in TRAIN.
+      label_dimension: int, targets per example.
+      weight_column: None, a feature key or a ``numeric_column``.
+      input_layer_partitioner: partitioner of the DNN's input layer and of the linear
+        model (default ``min_max_variable_partitioner(max_partitions=num_ps_replicas,
+        min_slice_size=64 << 20)``).
+      config: a ``tf_bridge.RunConfig``.
+      warm_start_from: a checkpoint path or ``WarmStartSettings``.
+      loss_reduction: a ``tf.compat.v1.losses.Reduction`` (default SUM).
+      batch_norm: batch normalisation after each hidden layer.
+      linear_sparse_combiner: ``'sum'``, ``'mean'`` or ``'sqrtn'``.
+
+    Raises:
+      ValueError: both column lists empty, a bad head argument or ``loss_reduction``; at
+        train time a bad optimizer, DNN columns without ``dnn_hidden_units``.
+    """
+
     def __init__(
         self,
         model_dir: str | os.PathLike[str] | None = None,
@@ -224,25 +257,6 @@ class DNNLinearCombinedRegressor(_CombinedV1):
             input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,
             linear_sparse_combiner=linear_sparse_combiner,
         )  # fmt: skip
-
-
-DNNLinearCombinedClassifier.__doc__ = (
-    "A wide-and-deep classifier as ``tf.compat.v1.estimator.DNNLinearCombinedClassifier``\n"
-    "    (TF 2.15's v1 class): TF1 optimizers and slot names, partitioned variables, v1\n"
-    "    summaries and metrics.\n"
-    + _ARGS_DOC.format(
-        head_args="n_classes: int >= 2.\n      weight_column: None, a feature key or a ``numeric_column``.\n"
-        "      label_vocabulary: None or the label strings."
-    )
-)
-DNNLinearCombinedRegressor.__doc__ = (
-    "A wide-and-deep regressor as ``tf.compat.v1.estimator.DNNLinearCombinedRegressor``\n"
-    "    (TF 2.15's v1 class; see ``DNNLinearCombinedClassifier``).\n"
-    + _ARGS_DOC.format(
-        head_args="label_dimension: int, targets per example.\n"
-        "      weight_column: None, a feature key or a ``numeric_column``."
-    )
-)
 
 
 def _dnn_linear_combined_model_fn(
