@@ -1,19 +1,43 @@
 """Test setup: 8 virtual CPU devices (before JAX is imported) and the repo on sys.path."""
 
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The persistent XLA cache is off in tests (no writes to the user's cache directory);
-# tests/test_compilation_cache.py turns it on in subprocesses of its own.
-os.environ.setdefault("JAXSPEC_COMPILATION_CACHE_DIR", "off")
+# The persistent XLA cache is on in tests, as it is for users by default, in one fresh
+# directory per run that every xdist worker shares (pytest_configure below): a program one
+# test compiled is read back by the next test that builds it, in any worker. Never the
+# user's own cache directory; a JAXSPEC_COMPILATION_CACHE_DIR set outside is kept (``off``
+# turns it off). Tests that count XLA compiles turn it off around their count
+# (helpers.no_compilation_cache); tests/test_compilation_cache.py runs subprocesses of its own.
+_USER_CACHE_DIR = os.environ.get("JAXSPEC_COMPILATION_CACHE_DIR")
+# JAX locks the shared directory (filelock) only when its size is bounded.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(64 << 30))
+_CACHE_DIR = pytest.StashKey[str]()
 # gcsfs picks its filesystem class when imported: the plain one, which the GCS emulator of
 # tests/gcs_emulator.py serves (the default one also asks a gRPC API the emulator lacks).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller (or a run without xdist): make this run's cache directory; the
+    workers, started after this, inherit it through the environment."""
+    if hasattr(config, "workerinput") or _USER_CACHE_DIR is not None:
+        return
+    config.stash[_CACHE_DIR] = tempfile.mkdtemp(prefix="jaxspec-test-xla-")
+    os.environ["JAXSPEC_COMPILATION_CACHE_DIR"] = config.stash[_CACHE_DIR]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache_dir = config.stash.get(_CACHE_DIR, None)
+    if cache_dir is not None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

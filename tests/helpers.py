@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import flax.linen as nn
@@ -125,3 +127,27 @@ def fast_config(model_dir: str, iterations_per_loop: int = 1, **kwargs: Any) -> 
     return jaxspec.RunConfig(
         model_dir=model_dir, tpu_config=jaxspec.TPUConfig(iterations_per_loop=iterations_per_loop), **settings
     )
+
+
+@contextlib.contextmanager
+def no_compilation_cache() -> Iterator[None]:
+    """JAX's persistent compilation cache off inside the block (the suite runs with it on:
+    conftest), for tests that count XLA compiles: a program read back from the cache is
+    not compiled, and jax.monitoring reports no compile for it.
+
+    The cache is first configured as an Estimator would (so no Estimator turns it on inside
+    the block), then switched off and JAX's handle on it dropped; both come back after.
+    """
+    from jax.experimental.compilation_cache import compilation_cache
+
+    from jaxspec.compilation_cache import ensure_compilation_cache
+
+    ensure_compilation_cache()
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        compilation_cache.reset_cache()

@@ -1,8 +1,9 @@
 """Compile once per mode (issue 46, item 1): a train() call compiles at most two
 training programs whatever the grouping, the hooks' steps, max_steps or a resume point;
 evaluate() and predict() at most two each. Counted from jax.monitoring's backend-compile
-events (the persistent cache is off in tests: conftest), by the compiled function's
-name; the trained numbers equal a hand loop's and the ungrouped loop's."""
+events, by the compiled function's name, with the persistent cache off around each count
+(helpers.no_compilation_cache); the trained numbers equal a hand loop's and the ungrouped
+loop's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import jax.monitoring
 import numpy as np
 import optax
 import pytest
-from helpers import batches_input_fn, digits, init_fn, make_model_fn
+from helpers import batches_input_fn, digits, init_fn, make_model_fn, no_compilation_cache
 
 import jaxspec
 from jaxspec.loop_cost import BACKEND_COMPILE_EVENT
@@ -38,13 +39,14 @@ jax.monitoring.register_event_duration_secs_listener(_listen)
 @contextlib.contextmanager
 def compiled_programs() -> Iterator[list[str]]:
     """The names of the programs XLA compiles inside the block (``jit(train_loop)``...)."""
-    assert not jax.config.jax_enable_compilation_cache or not jax.config.jax_compilation_cache_dir
     names: list[str] = []
-    _heard.append(names)
-    try:
-        yield names
-    finally:
-        _heard.remove(names)
+    with no_compilation_cache():
+        assert not jax.config.jax_enable_compilation_cache
+        _heard.append(names)
+        try:
+            yield names
+        finally:
+            _heard.remove(names)
 
 
 def _loops(names: list[str], mode: str) -> list[str]:
