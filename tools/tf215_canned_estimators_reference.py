@@ -134,7 +134,15 @@ def build(case: str, tf: Any, api: Api, model_dir: str) -> Any:
             model_dir=model_dir,
             config=config,
         ),
-        # a v2 head in a v1 class
+    }
+    makers.update(_v2_heads_in_v1_classes(api, linear, dnn, config, model_dir))
+    return makers[case]()
+
+
+def _v2_heads_in_v1_classes(api: Api, linear: Any, dnn: Any, config: Any, model_dir: str) -> dict[str, Any]:
+    """The ``V2_HEAD_IN_V1`` cases' makers: a v2 head in each v1 class."""
+    v2, v1 = api.v2, api.v1
+    return {
         "dnn_v1_v2_head": lambda: v1.DNNEstimator(
             v2.RegressionHead(label_dimension=2), [4], dnn, model_dir=model_dir, config=config
         ),
@@ -151,7 +159,6 @@ def build(case: str, tf: Any, api: Api, model_dir: str) -> Any:
             v2.MultiLabelHead(3), model_dir=model_dir, config=config
         ),
     }
-    return makers[case]()
 
 
 # case -> (the label it reads, the prediction key recorded)
