@@ -65,6 +65,7 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
         tf_bridge.install()
         import tensorflow as tf
         from tf_bridge.runtime import canned, heads
+        from tf_bridge.runtime.canned.v1 import heads as v1_heads
         from jaxspec.rules import head_keys as keys
         tfe = "tensorflow_estimator.python.estimator."
         want = {
@@ -92,6 +93,21 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
             "canned.baseline.BaselineClassifierV2": canned.BaselineClassifier,
             "canned.baseline.BaselineRegressorV2": canned.BaselineRegressor,
             "canned.baseline.BaselineEstimatorV2": canned.BaselineEstimator,
+            "canned.baseline.BaselineEstimator": tf_bridge.estimator.v1.BaselineEstimator,
+            "canned.dnn.DNNEstimator": tf_bridge.estimator.v1.DNNEstimator,
+            "canned.dnn.DNNEstimatorV2": canned.DNNEstimator,
+            "canned.linear.LinearEstimator": tf_bridge.estimator.v1.LinearEstimator,
+            "canned.linear.LinearEstimatorV2": canned.LinearEstimator,
+            "canned.dnn_linear_combined.DNNLinearCombinedEstimator": tf_bridge.estimator.v1.DNNLinearCombinedEstimator,
+            "canned.dnn_linear_combined.DNNLinearCombinedEstimatorV2": canned.DNNLinearCombinedEstimator,
+            "canned.head._regression_head": v1_heads._regression_head,
+            "canned.head._binary_logistic_or_multi_class_head": v1_heads._binary_logistic_or_multi_class_head,
+            "canned.head._multi_class_head_with_softmax_cross_entropy_loss": (
+                v1_heads._multi_class_head_with_softmax_cross_entropy_loss
+            ),
+            "canned.head._binary_logistic_head_with_sigmoid_cross_entropy_loss": (
+                v1_heads._binary_logistic_head_with_sigmoid_cross_entropy_loss
+            ),
             "canned.optimizers.get_optimizer_instance_v2": canned.get_optimizer_instance_v2,
             "canned.metric_keys.MetricKeys": keys.MetricKeys,
             "canned.prediction_keys.PredictionKeys": keys.PredictionKeys,
@@ -99,10 +115,15 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
             "hooks.hooks.InMemoryEvaluatorHook": tf.estimator.experimental.InMemoryEvaluatorHook,
             "tpu.tpu_config.TPUConfig": tf_bridge.TPUConfig,
         }
+        # tf.estimator and tf.compat.v1.estimator: the v2 and the v1 ...Estimator classes
+        for name in ("BaselineEstimator", "DNNEstimator", "LinearEstimator", "DNNLinearCombinedEstimator"):
+            want["tensorflow.estimator." + name] = getattr(canned, name)
+            want["tensorflow.compat.v1.estimator." + name] = getattr(tf_bridge.estimator.v1, name)
         checks = {}
         for path, obj in want.items():
             module, _, name = path.rpartition(".")
-            checks[path] = getattr(importlib.import_module(tfe + module), name) is obj or obj == "serving_default"
+            where = importlib.import_module(module if module.startswith("tensorflow.") else tfe + module)
+            checks[path] = getattr(where, name) is obj or obj == "serving_default"
         namespaces = {
             "tf.estimator.experimental": tf.estimator.experimental,
             "tf.estimator.export": tf.estimator.export,
@@ -110,7 +131,7 @@ def test_the_deeper_tensorflow_estimator_paths_resolve_to_tf_bridge() -> None:
         }
         names = {k: sorted(n for n in dir(v) if not n.startswith("_")) for k, v in namespaces.items()}
         missing = []
-        # canned.head is tf_bridge's v1 heads (issue 48), without TF's private names; RNN heads: not there
+        # canned.head is tf_bridge's v1 heads with TF's private factories (issue 48); RNN heads: not there
         for path in ("canned.head", "head.sequential_head"):
             try:
                 importlib.import_module(tfe + path)

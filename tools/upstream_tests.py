@@ -76,7 +76,16 @@ GROUPS = {
     # behaviour disabled (``V1_ONLY``) on both sides.
     "canned_v1": [
         f"canned/v1/{m}.py"
-        for m in ("baseline_test_v1", "linear_test_v1", "dnn_test_fc_v2_v1", "dnn_linear_combined_test_v1")
+        for m in (
+            "baseline_test_v1",
+            "linear_test_v1",
+            "dnn_test_fc_v2_v1",
+            "dnn_linear_combined_test_v1",
+            "baseline_estimator_test_v1",
+            "linear_estimator_test_v1",
+            "dnn_estimator_test_v1",
+            "dnn_linear_combined_estimator_test_v1",
+        )
     ],
 }
 # Upstream test-support modules, served under tf_bridge (TF 2.15 ships them in its package).

@@ -16,10 +16,13 @@ from tf_bridge.runtime.canned.v1 import BaselineClassifier as BaselineClassifier
 from tf_bridge.runtime.canned.v1 import BaselineEstimator as BaselineEstimator
 from tf_bridge.runtime.canned.v1 import BaselineRegressor as BaselineRegressor
 from tf_bridge.runtime.canned.v1 import DNNClassifier as DNNClassifier
+from tf_bridge.runtime.canned.v1 import DNNEstimator as DNNEstimator
 from tf_bridge.runtime.canned.v1 import DNNLinearCombinedClassifier as DNNLinearCombinedClassifier
+from tf_bridge.runtime.canned.v1 import DNNLinearCombinedEstimator as DNNLinearCombinedEstimator
 from tf_bridge.runtime.canned.v1 import DNNLinearCombinedRegressor as DNNLinearCombinedRegressor
 from tf_bridge.runtime.canned.v1 import DNNRegressor as DNNRegressor
 from tf_bridge.runtime.canned.v1 import LinearClassifier as LinearClassifier
+from tf_bridge.runtime.canned.v1 import LinearEstimator as LinearEstimator
 from tf_bridge.runtime.canned.v1 import LinearRegressor as LinearRegressor
 from tf_bridge.runtime.runner.v1_forms import Estimator as Estimator
 
@@ -28,11 +31,14 @@ _V1 = [
     "BaselineEstimator",
     "BaselineRegressor",
     "DNNClassifier",
+    "DNNEstimator",
     "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedEstimator",
     "DNNLinearCombinedRegressor",
     "DNNRegressor",
     "Estimator",
     "LinearClassifier",
+    "LinearEstimator",
     "LinearRegressor",
 ]
 

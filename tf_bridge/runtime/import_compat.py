@@ -81,7 +81,8 @@ TENSORFLOW_ESTIMATOR_PATHS: Mapping[str, _module_map.Entry] = {
     f"{_TFE}.canned.dnn": (_V1C, "tf_bridge.runtime.canned.dnn"),
     f"{_TFE}.canned.linear": (_V1C, "tf_bridge.runtime.canned.linear"),
     f"{_TFE}.canned.dnn_linear_combined": (_V1C, "tf_bridge.runtime.canned.dnn_linear_combined"),
-    # TF's v1 heads' module: tf_bridge's v1 heads (BinaryClassHeadV1, ...), none of TF's private names
+    # TF's v1 heads' module: tf_bridge's v1 heads (BinaryClassHeadV1, ...) and TF's private
+    # factories the v1 ``...Estimator`` classes took heads from (``_regression_head``, ...)
     f"{_TFE}.canned.head": ("tf_bridge.runtime.canned.v1.heads",),
     f"{_TFE}.canned.optimizers": ("tf_bridge.runtime.canned.optimizers",),
     f"{_TFE}.canned.parsing_utils": ("tf_bridge.runtime.canned.parsing_utils",),

@@ -1,4 +1,5 @@
-"""``DNNClassifier`` and ``DNNRegressor`` (tf.estimator 2.15's v2 forms) on tf_bridge."""
+"""``DNNClassifier``, ``DNNRegressor`` and ``DNNEstimator`` (tf.estimator 2.15's v2 forms) on
+tf_bridge: the classes differ only by the head over the same network."""
 
 from __future__ import annotations
 
@@ -215,7 +216,53 @@ class DNNRegressor(_DNNBase):
         )
 
 
+class DNNEstimator(_DNNBase):
+    """A feed-forward network under a head of your own (``tf.estimator.DNNEstimator``, TF
+    2.15's v2 form): the network, optimizer and checkpoint names of ``DNNClassifier``, with
+    ``head`` in place of the classifier's head, e.g.
+    ``DNNEstimator(tf_bridge.estimator.MultiLabelHead(3), [8], columns)``.
+
+    Args:
+      head: a ``tf_bridge.estimator`` head (``Head``); its ``logits_dimension`` is the
+        width of the logits layer (``[batch, logits_dimension]``).
+      hidden_units, feature_columns, model_dir, optimizer, activation_fn, dropout, config,
+      warm_start_from, batch_norm: as ``DNNClassifier``.
+
+    Raises:
+      ValueError: at train time an unknown optimizer name, or an optimizer the head cannot
+        use (a ``tf.compat.v1.train`` optimizer: the v2 heads take Keras ones); what the
+        head raises.
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        hidden_units: Sequence[int],
+        feature_columns: Sequence[Any],
+        model_dir: str | os.PathLike[str] | None = None,
+        optimizer: Any = "Adagrad",
+        activation_fn: Any = tf.nn.relu,
+        dropout: float | None = None,
+        config: RunConfig | None = None,
+        warm_start_from: Any = None,
+        batch_norm: bool = False,
+    ) -> None:
+        self._init_dnn(
+            head,
+            hidden_units,
+            feature_columns,
+            optimizer,
+            activation_fn,
+            dropout,
+            batch_norm,
+            model_dir,
+            config,
+            warm_start_from,
+        )
+
+
 # tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
 # these are the v2 classes under both (see tf_bridge.runtime.import_compat).
 DNNClassifierV2 = DNNClassifier
 DNNRegressorV2 = DNNRegressor
+DNNEstimatorV2 = DNNEstimator

@@ -1,6 +1,7 @@
-"""``DNNLinearCombinedClassifier`` and ``DNNLinearCombinedRegressor`` (tf.estimator 2.15's
-v2 forms, "wide and deep") on tf_bridge: the logits are the DNN's plus the linear model's,
-each part trained by its own optimizer on the same loss."""
+"""``DNNLinearCombinedClassifier``, ``DNNLinearCombinedRegressor`` and
+``DNNLinearCombinedEstimator`` (tf.estimator 2.15's v2 forms, "wide and deep") on tf_bridge:
+the logits are the DNN's plus the linear model's, each part trained by its own optimizer on
+the same loss; the classes differ only by their head."""
 
 from __future__ import annotations
 
@@ -250,7 +251,58 @@ class DNNLinearCombinedRegressor(_CombinedBase):
         )
 
 
+class DNNLinearCombinedEstimator(_CombinedBase):
+    """A linear model and a DNN summed under a head of your own
+    (``tf.estimator.DNNLinearCombinedEstimator``, TF 2.15's v2 form): the networks,
+    optimizers and checkpoint names of ``DNNLinearCombinedClassifier``, with ``head`` in
+    place of the classifier's head. As TF 2.15's, it takes no ``warm_start_from``.
+
+    Args:
+      head: a ``tf_bridge.estimator`` head (``Head``); its ``logits_dimension`` is the
+        number of logits per example of each part.
+      model_dir, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+      dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, config, batch_norm,
+      linear_sparse_combiner: as ``DNNLinearCombinedClassifier``.
+
+    Raises:
+      ValueError: both column lists empty, a bad linear_sparse_combiner; at train time a
+        bad optimizer or DNN columns without ``dnn_hidden_units``; what the head raises.
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        model_dir: str | os.PathLike[str] | None = None,
+        linear_feature_columns: Sequence[Any] | None = None,
+        linear_optimizer: Any = "Ftrl",
+        dnn_feature_columns: Sequence[Any] | None = None,
+        dnn_optimizer: Any = "Adagrad",
+        dnn_hidden_units: Sequence[int] | None = None,
+        dnn_activation_fn: Any = tf.nn.relu,
+        dnn_dropout: float | None = None,
+        config: RunConfig | None = None,
+        batch_norm: bool = False,
+        linear_sparse_combiner: str = "sum",
+    ) -> None:
+        self._init_combined(
+            head,
+            model_dir,
+            config,
+            None,
+            linear_feature_columns=linear_feature_columns,
+            linear_optimizer=linear_optimizer,
+            dnn_feature_columns=dnn_feature_columns,
+            dnn_optimizer=dnn_optimizer,
+            dnn_hidden_units=dnn_hidden_units,
+            dnn_activation_fn=dnn_activation_fn,
+            dnn_dropout=dnn_dropout,
+            batch_norm=batch_norm,
+            linear_sparse_combiner=linear_sparse_combiner,
+        )
+
+
 # tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
 # these are the v2 classes under both (see tf_bridge.runtime.import_compat).
 DNNLinearCombinedClassifierV2 = DNNLinearCombinedClassifier
 DNNLinearCombinedRegressorV2 = DNNLinearCombinedRegressor
+DNNLinearCombinedEstimatorV2 = DNNLinearCombinedEstimator

@@ -1,4 +1,5 @@
-"""``LinearClassifier`` and ``LinearRegressor`` (tf.estimator 2.15's v2 forms) on tf_bridge."""
+"""``LinearClassifier``, ``LinearRegressor`` and ``LinearEstimator`` (tf.estimator 2.15's v2
+forms) on tf_bridge: the classes differ only by the head over the same model."""
 
 from __future__ import annotations
 
@@ -173,7 +174,40 @@ class LinearRegressor(_LinearBase):
         )
 
 
+class LinearEstimator(_LinearBase):
+    """A linear model under a head of your own (``tf.estimator.LinearEstimator``, TF 2.15's
+    v2 form): the model, optimizer and checkpoint names of ``LinearClassifier``, with
+    ``head`` in place of the classifier's head.
+
+    Args:
+      head: a ``tf_bridge.estimator`` head (``Head``); its ``logits_dimension`` is the
+        number of logits per example (each column gets ``[column width, logits_dimension]``
+        weights, the bias ``[logits_dimension]``).
+      feature_columns, model_dir, optimizer, config, sparse_combiner, warm_start_from: as
+        ``LinearClassifier``.
+
+    Raises:
+      ValueError: a bad sparse_combiner; at train time a bad optimizer or one the head
+        cannot use (a ``tf.compat.v1.train`` optimizer); what the head raises.
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        feature_columns: Sequence[Any],
+        model_dir: str | os.PathLike[str] | None = None,
+        optimizer: Any = "Ftrl",
+        config: RunConfig | None = None,
+        sparse_combiner: str = "sum",
+        warm_start_from: Any = None,
+    ) -> None:
+        self._init_linear(
+            head, feature_columns, optimizer, sparse_combiner, model_dir, config, warm_start_from
+        )
+
+
 # tensorflow_estimator's module defined the v2 classes as ``...V2`` (the plain names were v1);
 # these are the v2 classes under both (see tf_bridge.runtime.import_compat).
 LinearClassifierV2 = LinearClassifier
 LinearRegressorV2 = LinearRegressor
+LinearEstimatorV2 = LinearEstimator

@@ -115,12 +115,13 @@ class BaselineRegressor(_BaselineV1):
 
 
 class BaselineEstimator(_BaselineV1):
-    """``tf.compat.v1.estimator.BaselineEstimator`` (TF 2.15's v1 class) over ``head``, a
-    ``tf_bridge.estimator`` head (TF 2.15's v1 class took a v1 head, which tf_bridge has
-    not): the head's TRAIN runs the TF1 optimizer through ``train_op_fn``.
+    """``tf.compat.v1.estimator.BaselineEstimator`` (TF 2.15's v1 class) over ``head``: the
+    head's TRAIN runs the TF1 optimizer through ``train_op_fn``.
 
     Args:
-      head: a ``tf_bridge.estimator.Head``.
+      head: a v1 head (``tf_bridge.runtime.canned.v1.heads``: TF 2.15's private
+        ``canned.head`` factories, as its v1 class took) or a ``tf_bridge.estimator`` (v2)
+        head: both train, as in TF 2.15.
       model_dir, optimizer, config: as ``BaselineClassifier``.
     """
 

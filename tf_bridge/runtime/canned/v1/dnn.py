@@ -1,4 +1,5 @@
-"""``tf.compat.v1.estimator.DNNClassifier`` and ``DNNRegressor`` (TF 2.15's v1 classes).
+"""``tf.compat.v1.estimator.DNNClassifier``, ``DNNRegressor`` and ``DNNEstimator`` (TF 2.15's
+v1 classes; they differ only by their head).
 
 TF1 optimizers (Adagrad at 0.05 by default), slots ``<variable>/...``; the network in the
 variable scope ``dnn`` partitioned by ``min_max_variable_partitioner(max_partitions=
@@ -178,6 +179,46 @@ class DNNRegressor(_DNNV1):
         batch_norm: bool = False,
     ) -> None:
         head = heads.regression_head(label_dimension, weight_column, v1_loss_reduction(loss_reduction))
+        self._init_dnn(
+            head, model_dir, config, warm_start_from, hidden_units=hidden_units, feature_columns=feature_columns,
+            optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
+            input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,
+        )  # fmt: skip
+
+
+class DNNEstimator(_DNNV1):
+    """A feed-forward network under a head of your own, as
+    ``tf.compat.v1.estimator.DNNEstimator`` (TF 2.15's v1 class): ``DNNClassifier``'s
+    network, TF1 optimizer, partitioners and checkpoint names, with ``head`` in place of
+    the classifier's head.
+
+    Args:
+      head: a v1 head (``tensorflow_estimator.python.estimator.canned.head``'s factories,
+        ``tf_bridge.runtime.canned.v1.heads``), whose TRAIN minimizes with the TF1
+        optimizer. A v2 head (``tf_bridge.estimator.RegressionHead``, ...) evaluates and
+        predicts, and raises ValueError at train time, as in TF 2.15 (it takes Keras
+        optimizers only).
+      hidden_units, feature_columns, model_dir, optimizer, activation_fn, dropout,
+      input_layer_partitioner, config, warm_start_from, batch_norm: as ``DNNClassifier``.
+
+    Raises:
+      ValueError: at train time a bad optimizer, or a v2 head; what the head raises.
+    """
+
+    def __init__(
+        self,
+        head: Any,
+        hidden_units: Sequence[int],
+        feature_columns: Sequence[Any],
+        model_dir: str | os.PathLike[str] | None = None,
+        optimizer: Any = "Adagrad",
+        activation_fn: Any = tf.nn.relu,
+        dropout: float | None = None,
+        input_layer_partitioner: Any = None,
+        config: RunConfig | None = None,
+        warm_start_from: Any = None,
+        batch_norm: bool = False,
+    ) -> None:
         self._init_dnn(
             head, model_dir, config, warm_start_from, hidden_units=hidden_units, feature_columns=feature_columns,
             optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,

@@ -1,5 +1,5 @@
-"""``tf.compat.v1.estimator.DNNLinearCombinedClassifier`` and ``...Regressor`` (TF 2.15's
-v1 classes, "wide and deep").
+"""``tf.compat.v1.estimator.DNNLinearCombinedClassifier``, ``...Regressor`` and
+``...Estimator`` (TF 2.15's v1 classes, "wide and deep"; they differ only by their head).
 
 The DNN in the variable scope ``dnn`` (partitioned by ``min_max_variable_partitioner(
 max_partitions=num_ps_replicas)``, its input layer by ``input_layer_partitioner``), the
@@ -252,6 +252,53 @@ class DNNLinearCombinedRegressor(_CombinedV1):
         head = heads.regression_head(label_dimension, weight_column, v1_loss_reduction(loss_reduction))
         self._init_combined(
             head, model_dir, config, warm_start_from, linear_feature_columns=linear_feature_columns,
+            linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_feature_columns, dnn_optimizer=dnn_optimizer,
+            dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
+            input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,
+            linear_sparse_combiner=linear_sparse_combiner,
+        )  # fmt: skip
+
+
+class DNNLinearCombinedEstimator(_CombinedV1):
+    """A wide-and-deep model under a head of your own, as
+    ``tf.compat.v1.estimator.DNNLinearCombinedEstimator`` (TF 2.15's v1 class):
+    ``DNNLinearCombinedClassifier``'s networks, TF1 optimizers, partitioners and checkpoint
+    names, with ``head`` in place of the classifier's head. As TF 2.15's, it takes no
+    ``warm_start_from``.
+
+    Args:
+      head: a v1 head (``tf_bridge.runtime.canned.v1.heads``; TF's private
+        ``canned.head`` factories) or a v2 one (``tf_bridge.estimator.RegressionHead``,
+        ...): both train, as in TF 2.15, since the optimizers run in the ``train_op_fn``
+        this class gives the head.
+      model_dir, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+      dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout,
+      input_layer_partitioner, config, batch_norm, linear_sparse_combiner: as
+      ``DNNLinearCombinedClassifier``.
+
+    Raises:
+      ValueError: both column lists empty; at train time a bad optimizer, DNN columns
+        without ``dnn_hidden_units``; what the head raises.
+    """
+
+    def __init__(
+        self,
+        head: Any,
+        model_dir: str | os.PathLike[str] | None = None,
+        linear_feature_columns: Sequence[Any] | None = None,
+        linear_optimizer: Any = "Ftrl",
+        dnn_feature_columns: Sequence[Any] | None = None,
+        dnn_optimizer: Any = "Adagrad",
+        dnn_hidden_units: Sequence[int] | None = None,
+        dnn_activation_fn: Any = tf.nn.relu,
+        dnn_dropout: float | None = None,
+        input_layer_partitioner: Any = None,
+        config: RunConfig | None = None,
+        batch_norm: bool = False,
+        linear_sparse_combiner: str = "sum",
+    ) -> None:
+        self._init_combined(
+            head, model_dir, config, None, linear_feature_columns=linear_feature_columns,
             linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_feature_columns, dnn_optimizer=dnn_optimizer,
             dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
             input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm,

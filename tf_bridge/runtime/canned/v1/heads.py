@@ -196,3 +196,106 @@ def regression_head(label_dimension: int, weight_column: Any, loss_reduction: st
     return RegressionHeadV1(
         label_dimension=label_dimension, weight_column=weight_column, loss_reduction=loss_reduction
     )
+
+
+# ---- TF 2.15's private v1 head factories (``canned/head.py``), which programs and TF's own
+# tests called to build a head for the v1 ``...Estimator`` classes. ``loss_reduction`` is a
+# ``tf.compat.v1.losses.Reduction`` value (SUM by default), as there.
+
+_V1_SUM = tf.compat.v1.losses.Reduction.SUM
+
+
+def _v1_reduction(loss_reduction: str) -> str:
+    from tf_bridge.runtime.runner.v1_forms import v1_loss_reduction
+
+    return v1_loss_reduction(loss_reduction)
+
+
+def _regression_head(
+    weight_column: Any = None,
+    label_dimension: int = 1,
+    loss_reduction: str = _V1_SUM,
+    loss_fn: Callable[..., Any] | None = None,
+    inverse_link_fn: Callable[[Any], Any] | None = None,
+    name: str | None = None,
+) -> RegressionHeadV1:
+    """TF 2.15's v1 regression head (``canned.head._regression_head``): squared error (or
+    ``loss_fn``) over ``label_dimension`` values per example, predictions
+    ``inverse_link_fn(logits)`` (identity by default).
+
+    Raises:
+      ValueError: ``label_dimension`` < 1, a ``loss_reduction`` that is NONE, MEAN,
+        SUM_BY_NONZERO_WEIGHTS or not a v1 Reduction (see ``v1_loss_reduction``), a bad loss_fn.
+    """
+    return RegressionHeadV1(
+        label_dimension=label_dimension,
+        weight_column=weight_column,
+        loss_reduction=_v1_reduction(loss_reduction),
+        loss_fn=loss_fn,
+        inverse_link_fn=inverse_link_fn,
+        name=name,
+    )
+
+
+def _binary_logistic_head_with_sigmoid_cross_entropy_loss(
+    weight_column: Any = None,
+    thresholds: Sequence[float] | None = None,
+    label_vocabulary: Sequence[str] | None = None,
+    loss_reduction: str = _V1_SUM,
+    loss_fn: Callable[..., Any] | None = None,
+    name: str | None = None,
+) -> BinaryClassHeadV1:
+    """TF 2.15's v1 binary head (``canned.head._binary_logistic_head_with_sigmoid_cross_entropy_loss``):
+    one logit, sigmoid cross entropy, the v1 AUCs.
+
+    Raises:
+      ValueError: a threshold outside (0, 1), a bad label_vocabulary, loss_reduction (as
+        ``_regression_head``) or loss_fn.
+    """
+    return BinaryClassHeadV1(
+        weight_column=weight_column,
+        thresholds=thresholds,
+        label_vocabulary=label_vocabulary,
+        loss_reduction=_v1_reduction(loss_reduction),
+        loss_fn=loss_fn,
+        name=name,
+    )
+
+
+def _multi_class_head_with_softmax_cross_entropy_loss(
+    n_classes: int,
+    weight_column: Any = None,
+    label_vocabulary: Sequence[str] | None = None,
+    loss_reduction: str = _V1_SUM,
+    loss_fn: Callable[..., Any] | None = None,
+    name: str | None = None,
+) -> MultiClassHeadV1:
+    """TF 2.15's v1 multi-class head (``canned.head._multi_class_head_with_softmax_cross_entropy_loss``):
+    ``n_classes`` logits, softmax cross entropy.
+
+    Raises:
+      ValueError: ``n_classes`` < 3, a bad label_vocabulary, loss_reduction (as
+        ``_regression_head``) or loss_fn.
+    """
+    return MultiClassHeadV1(
+        n_classes,
+        weight_column=weight_column,
+        label_vocabulary=label_vocabulary,
+        loss_reduction=_v1_reduction(loss_reduction),
+        loss_fn=loss_fn,
+        name=name,
+    )
+
+
+def _binary_logistic_or_multi_class_head(
+    n_classes: int, weight_column: Any, label_vocabulary: Sequence[str] | None, loss_reduction: str
+) -> Any:
+    """TF 2.15's v1 classifiers' head chooser (``canned.head._binary_logistic_or_multi_class_head``):
+    the binary head for ``n_classes == 2``, the multi-class one otherwise.
+
+    Raises:
+      ValueError: ``n_classes`` < 2, as the heads above.
+    """
+    return binary_or_multi_class_head(
+        n_classes, weight_column, label_vocabulary, _v1_reduction(loss_reduction)
+    )

@@ -1,4 +1,5 @@
-"""``tf.compat.v1.estimator.LinearClassifier`` and ``LinearRegressor`` (TF 2.15's v1 classes).
+"""``tf.compat.v1.estimator.LinearClassifier``, ``LinearRegressor`` and ``LinearEstimator`` (TF
+2.15's v1 classes; they differ only by their head).
 
 TF1 optimizers (``'Ftrl'`` by name at 0.2 by default; ``optimizer=None`` gives Ftrl at
 ``min(0.2, 1/sqrt(number of columns))``, as TF 2.15; slots
@@ -171,6 +172,41 @@ class LinearRegressor(_LinearV1):
         sparse_combiner: str = "sum",
     ) -> None:
         head = heads.regression_head(label_dimension, weight_column, v1_loss_reduction(loss_reduction))
+        self._init_linear(
+            head, model_dir, config, warm_start_from, feature_columns=feature_columns,
+            optimizer=optimizer, partitioner=partitioner,
+            sparse_combiner=sparse_combiner,
+        )  # fmt: skip
+
+
+class LinearEstimator(_LinearV1):
+    """A linear model under a head of your own, as ``tf.compat.v1.estimator.LinearEstimator``
+    (TF 2.15's v1 class): ``LinearClassifier``'s model, TF1 optimizer, partitioner and
+    checkpoint names, with ``head`` in place of the classifier's head.
+
+    Args:
+      head: a v1 head (``tf_bridge.runtime.canned.v1.heads``; TF's private
+        ``canned.head`` factories). A v2 head evaluates and predicts, and raises ValueError
+        at train time, as in TF 2.15.
+      feature_columns, model_dir, optimizer, config, partitioner, sparse_combiner,
+      warm_start_from: as ``LinearClassifier``.
+
+    Raises:
+      ValueError: a bad ``sparse_combiner``; at train time a bad column or optimizer, or a
+        v2 head; what the head raises.
+    """
+
+    def __init__(
+        self,
+        head: Any,
+        feature_columns: Sequence[Any],
+        model_dir: str | os.PathLike[str] | None = None,
+        optimizer: Any = "Ftrl",
+        config: RunConfig | None = None,
+        partitioner: Any = None,
+        sparse_combiner: str = "sum",
+        warm_start_from: Any = None,
+    ) -> None:
         self._init_linear(
             head, model_dir, config, warm_start_from, feature_columns=feature_columns,
             optimizer=optimizer, partitioner=partitioner,
