@@ -65,15 +65,15 @@ class ProgressHook(SessionRunHook):
       log_every: RunConfig's ``log_step_count_steps`` (steps; None or 0: no lines).
       examples_per_step: the global batch size (examples) for ``examples/sec``, or None.
       line: ``line(msg, *args, cadence=True)``, how a log line is printed, or None:
-        the renderer's ``line``.
+        the renderer's ``line`` (no renderer either: no lines).
       peak_flops: RunConfig's ``peak_flops_per_device`` (FLOP/s), or None for
         ``jaxspec.loop_cost.table_peak_flops``.
       one_step_runs: each run is one step (a plain Estimator, grouped or not); else a
         run is a whole loop (TPUEstimator's ``iterations_per_loop``).
       cost: the LoopCost of an earlier call's compile (for ``perf/mfu`` when this call
         compiles nothing), or None.
-      renderer: what it draws its progress on (``jaxspec.hooks.progress_render``), or
-        None: lines through ``line`` only, no bar. ``estimator_hooks`` gives the
+      renderer: what it draws its progress on (``jaxspec.hooks.progress_render``),
+        begun at ``after_create_session`` and ended at ``end``, or None: no bar. ``estimator_hooks`` gives the
         Estimator's a ``ConsoleRenderer``: the ``train`` bar on a terminal, with the
         loss, ``global_step/sec`` and the remaining time, and the ``About H:MM:SS
         remaining`` line after the measured steps' lines.
