@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -32,7 +33,7 @@ from jaxspec.estimators._model_fn import (
 )
 from jaxspec.hooks.checkpoint import CheckpointSaverListener
 from jaxspec.loop.call_cache import EstimatorCache
-from jaxspec.loop.console import quiet_libraries
+from jaxspec.loop.console import call_output, quiet_libraries
 from jaxspec.loop.evaluate import run_evaluate
 from jaxspec.loop.export_source import export_source
 from jaxspec.loop.plan import RunPlan
@@ -95,25 +96,34 @@ def _close_open_generators() -> None:
         gen.close()
 
 
-def _quietly(fn: Callable[P, R]) -> Callable[P, R]:
+# The public methods that are calls with progress output: each runs in one console
+# scope (``jaxspec.loop.console.call_output``), whose route the progress hooks draw on.
+CALL_METHODS = frozenset({"train", "evaluate", "predict"})
+
+
+def _quietly(fn: Callable[P, R], output: bool = False) -> Callable[P, R]:
     """``fn`` run inside ``quiet_libraries()``; a generator function has each of its
     resumptions (and its closing) run inside it, since a predict generator reads the
-    checkpoint at its first ``next()``. Generators left open are closed at exit."""
+    checkpoint at its first ``next()``. Generators left open are closed at exit.
+    ``output``: ``fn`` is a call with progress output, run inside ``call_output()``
+    too (a generator from its first ``next()`` to its end or closing, between its
+    resumptions as well)."""
     if inspect.isgeneratorfunction(fn):
 
         def resumed(*args: P.args, **kwargs: P.kwargs) -> Generator[object]:
             inner = cast("Generator[object]", fn(*args, **kwargs))
-            try:
-                while True:
+            with call_output() if output else contextlib.nullcontext():
+                try:
+                    while True:
+                        with quiet_libraries():
+                            try:
+                                item = next(inner)
+                            except StopIteration:
+                                return
+                        yield item
+                finally:
                     with quiet_libraries():
-                        try:
-                            item = next(inner)
-                        except StopIteration:
-                            return
-                    yield item
-            finally:
-                with quiet_libraries():
-                    inner.close()
+                        inner.close()
 
         @functools.wraps(fn)
         def generator(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -125,7 +135,7 @@ def _quietly(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        with quiet_libraries():
+        with quiet_libraries(), call_output() if output else contextlib.nullcontext():
             return fn(*args, **kwargs)
 
     return call
@@ -136,10 +146,13 @@ def quiet_public_methods(cls: type) -> type:
     ``quiet_libraries()``: the INFO records of Orbax (absl), JAX and TensorFlow that a
     call causes stay hidden, whatever the program's logging, and a warning logged before
     any handler exists goes through the same stand-in as during train (``WARNING:jaxspec:``).
+    ``train``, ``evaluate`` and ``predict`` (``CALL_METHODS``) also run inside the
+    console scope of their call (``call_output()``: where its progress goes, and
+    jaxspec's INFO records shown there), entered here and nowhere in the loop.
     Applied to Estimator and, through ``__init_subclass__``, to every subclass."""
     for name, value in list(vars(cls).items()):
         if (name == "__init__" or not name.startswith("_")) and inspect.isfunction(value):
-            setattr(cls, name, _quietly(value))
+            setattr(cls, name, _quietly(value, output=name in CALL_METHODS))
     return cls
 
 

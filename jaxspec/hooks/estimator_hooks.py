@@ -3,6 +3,7 @@ training output (``ProgressHook``) and, when the call has none, a CheckpointSave
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -15,6 +16,7 @@ from jaxspec.hooks.checkpoint import (
     LocalCheckpointHook,
     estimator_saver,
 )
+from jaxspec.hooks.progress_render import ConsoleRenderer, Renderer
 from jaxspec.hooks.timer import SecondOrStepTimer
 from jaxspec.loop_cost import LoopCost, table_peak_flops
 from jaxspec.spec.hooks import NEVER, Session, SessionRunHook
@@ -62,18 +64,24 @@ class ProgressHook(SessionRunHook):
       summary_every: RunConfig's ``save_summary_steps`` (steps; None or 0: none).
       log_every: RunConfig's ``log_step_count_steps`` (steps; None or 0: no lines).
       examples_per_step: the global batch size (examples) for ``examples/sec``, or None.
-      line: ``line(msg, *args, cadence=True)``, how a log line is printed (the
-        loop's console).
+      line: ``line(msg, *args, cadence=True)``, how a log line is printed, or None:
+        the renderer's ``line`` (no renderer either: no lines).
       peak_flops: RunConfig's ``peak_flops_per_device`` (FLOP/s), or None for
         ``jaxspec.loop_cost.table_peak_flops``.
       one_step_runs: each run is one step (a plain Estimator, grouped or not); else a
         run is a whole loop (TPUEstimator's ``iterations_per_loop``).
       cost: the LoopCost of an earlier call's compile (for ``perf/mfu`` when this call
         compiles nothing), or None.
+      renderer: what it draws its progress on (``jaxspec.hooks.progress_render``),
+        begun at ``after_create_session`` and ended at ``end``, or None: no bar. ``estimator_hooks`` gives the
+        Estimator's a ``ConsoleRenderer``: the ``train`` bar on a terminal, with the
+        loss, ``global_step/sec`` and the remaining time, and the ``About H:MM:SS
+        remaining`` line after the measured steps' lines.
 
     The loop hands it each loop's per-step values (``after_loop``), each compile's
-    analysis (``after_compile``) and seconds (``leave_out``); it reads neither the state
-    nor stops training.
+    analysis (``after_compile``) and seconds (``leave_out``), and the call's total
+    steps once known (``set_total``); it reads neither the state nor stops training.
+    Its ``end`` prints tf.estimator's ``Loss for final step: ...`` and ends the renderer.
     """
 
     def __init__(
@@ -82,10 +90,11 @@ class ProgressHook(SessionRunHook):
         summary_every: int | None,
         log_every: int | None,
         examples_per_step: int | None,
-        line: Callable[..., None],
+        line: Callable[..., None] | None = None,
         peak_flops: float | None = None,
         one_step_runs: bool = True,
         cost: LoopCost | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
         self.model_dir, self.summary_every, self.log_every = model_dir, summary_every or 0, log_every or 0
         self.examples_per_step, self.peak_flops, self.one_step_runs = (
@@ -95,8 +104,10 @@ class ProgressHook(SessionRunHook):
         )
         self.cost = cost
         self.losses = np.zeros(0)
-        self._line = line
+        self.renderer = renderer
+        self._line = line if line is not None else _line_of(renderer)
         self._start = 0
+        self._bar_clock = 0.0  # the bar's rate clock (perf_counter), less the compiles since
         self._timer = SecondOrStepTimer(every_steps=self.log_every) if self.log_every else None
         self._pending: list[tuple[int, dict[str, float]]] = []  # (step, compile summaries)
         self._compiling = 0.0  # seconds compiled since the previous measured step (or the start)
@@ -106,6 +117,9 @@ class ProgressHook(SessionRunHook):
         opening it (a one-off of a fraction of a second) is timed in no rate."""
         self._start = int(session.global_step)
         self._compiling = 0.0
+        self._bar_clock = time.perf_counter()
+        if self.renderer is not None:
+            self.renderer.begin(None)
         if self._timer is not None:
             self._timer.reset()
         if self._timer is not None or self.summary_every:
@@ -134,8 +148,23 @@ class ProgressHook(SessionRunHook):
 
     def leave_out(self, seconds: float) -> None:
         """``seconds`` spent compiling (the loop's ``CompileClock``): left out of the
-        interval the next rate is measured over."""
+        interval the next rate is measured over, and out of the bar's rate."""
         self._compiling += seconds
+        self._bar_clock += seconds
+        if self.renderer is not None:
+            self.renderer.leave_out(seconds)
+
+    def set_total(self, steps: int | None) -> None:
+        """The steps this call trains (None: unbounded), once the hooks have begun."""
+        if self.renderer is not None:
+            self.renderer.set_total(steps)
+
+    def end(self, session: Session) -> None:
+        """tf.estimator's ``Loss for final step: ...`` line, then the bar stops (after
+        the Estimator's savers' end: its final "Saving checkpoints" line is above it)."""
+        self._line("Loss for final step: %s.", self.losses[-1] if len(self.losses) else None, cadence=False)
+        if self.renderer is not None:
+            self.renderer.end()
 
     def after_compile(self, cost: LoopCost, first_step: int | None) -> None:
         """One compiled loop's analysis, for the loop whose first dispatch starts after
@@ -206,7 +235,22 @@ class ProgressHook(SessionRunHook):
             logged = True
         for at in sorted(by_step):  # steps ascending: TensorBoard's reader drops older ones after newer
             write_scalars(self.model_dir, at, by_step[at])
+        self._draw(step - self._start, losses[-1], logged)
         return logged
+
+    def _draw(self, done: int, loss: float, logged: bool) -> None:
+        """The bar at ``done`` steps of this call, with the loss and the rate since
+        the call's start (compiles left out); the remaining-time line after the lines
+        of a measured step."""
+        if self.renderer is None:
+            return
+        if self.renderer.drawing:
+            rate = done / max(time.perf_counter() - self._bar_clock, 1e-9)
+            self.renderer.update(done, loss=loss, global_step_per_sec=rate)
+        else:
+            self.renderer.update(done)  # for the remaining time
+        if logged:  # after the lines, at the measured steps
+            self.renderer.remaining_line()
 
     def _summaries(
         self,
@@ -261,11 +305,19 @@ class ProgressHook(SessionRunHook):
             self._line("loss = %.6g, step = %d (%.3f sec)", loss, run_start, elapsed, cadence=True)
 
 
+def _line_of(renderer: Renderer | None) -> Callable[..., None]:
+    """The renderer's ``line``, or (no renderer) a line that goes nowhere."""
+    if renderer is not None:
+        return renderer.line
+    return lambda msg, *args, cadence=True: None
+
+
 class EstimatorHooks(NamedTuple):
     """The Estimator's own hooks of a train call: ``progress`` (a ProgressHook, fed by
     the loop) and ``all``, every one of them in the order they run (after the user's
-    and the spec's hooks: progress, then the Estimator's saver when it adds one, then
-    the local tier's saver when the store has a local tier)."""
+    and the spec's hooks: the Estimator's saver when it adds one, the local tier's saver
+    when the store has a local tier, then progress, so that the savers' lines at the
+    call's end come before ``Loss for final step`` and above the bar's last frame)."""
 
     progress: ProgressHook
     all: list[SessionRunHook]
@@ -279,9 +331,9 @@ def estimator_hooks(
     store: CheckpointStore,
     extras: Callable[[int], Mapping[str, bytes]] | None,
     examples_per_step: int | None,
-    line: Callable[..., None],
     one_step_runs: bool = True,
     cost: LoopCost | None = None,
+    renderer: Renderer | None = None,
 ) -> EstimatorHooks:
     """The hooks ``Estimator.train`` adds, as tf.estimator does.
 
@@ -295,8 +347,9 @@ def estimator_hooks(
       extras: ``global_step -> {file name: bytes}`` saved with each checkpoint (the
         input position), or None.
       examples_per_step: the global batch size (``examples/sec``), or None.
-      line: how the progress lines are printed.
       one_step_runs, cost: as ProgressHook's.
+      renderer: the ProgressHook's (default: a ``ConsoleRenderer`` of ``train`` in
+        steps, on the running call's route).
 
     Raises:
       ValueError: as ``estimator_saver`` (listeners next to a CheckpointSaverHook of the
@@ -307,13 +360,13 @@ def estimator_hooks(
         config.save_summary_steps,
         config.log_step_count_steps,
         examples_per_step,
-        line,
         peak_flops=getattr(config, "peak_flops_per_device", None),
         one_step_runs=one_step_runs,
         cost=cost,
+        renderer=renderer if renderer is not None else ConsoleRenderer("train", "steps"),
     )
     saver: CheckpointSaverHook | None = estimator_saver(hooks, model_dir, config, listeners, store, extras)
-    own: list[SessionRunHook] = [progress] if saver is None else [progress, saver]
+    own: list[SessionRunHook] = [] if saver is None else [saver]
     if store.local_tier is not None:  # RunConfig's local_checkpoint_dir
         own.append(LocalCheckpointHook(store.local_tier, extras))
-    return EstimatorHooks(progress, own)
+    return EstimatorHooks(progress, [*own, progress])

@@ -23,7 +23,7 @@ from jaxspec.engine.mesh import (
 )
 from jaxspec.engine.spec_parts import SpecParts
 from jaxspec.engine.steps import EvalLoopOut, LoopFn, PredictLoopOut, TrainLoopOut
-from jaxspec.loop import console, eval_totals
+from jaxspec.loop import eval_totals
 from jaxspec.loop.call_cache import ModeCache
 from jaxspec.loop.trace_notes import TraceNotes
 from jaxspec.loop_cost import CompileClock, LoopCost, read_cost
@@ -64,9 +64,9 @@ class CompiledLoop:
         self._device_step: tuple[int, Any] | None = None  # (value, the same on the devices)
         self.last_compile_secs = 0.0  # seconds the latest dispatch spent lowering and compiling (0: none)
         # The seconds this call compiles (its loops', and eager operations' on this
-        # thread): rates and the bar's remaining time leave them out. Stopped by stop().
+        # thread): rates and the bar's remaining time leave them out (the progress
+        # hooks are its listeners). Stopped by stop().
         self.compile_clock = CompileClock()
-        self.compile_clock.listeners.append(console.leave_out)
         self.notes = TraceNotes(self.mode)  # a later trace's warning, an error's note
         # Told of each compile: (XLA's analysis, the global step its first dispatch starts at).
         self.on_compile: Callable[[LoopCost, int | None], None] | None = None

@@ -13,7 +13,7 @@ import numpy as np
 from jaxspec._trees import named_leaves
 from jaxspec.engine.multihost import to_host
 from jaxspec.engine.steps import merge_metric_dicts
-from jaxspec.loop import console
+from jaxspec.hooks.call_progress import EvalProgressHook
 from jaxspec.loop.dispatch_bound import block_rows
 from jaxspec.loop.grouping import (
     Chunk,
@@ -88,19 +88,9 @@ def run_evaluate(
     checkpoint_path: str | None,
     name: str | None,
 ) -> dict[str, Any]:
-    """Body of ``Estimator.evaluate``; see there."""
-    with console.running("evaluate", total=steps, unit="batches"):
-        return _run_evaluate(plan, input_fn, steps, hooks, checkpoint_path, name)
-
-
-def _run_evaluate(
-    plan: RunPlan,
-    input_fn: InputFn,
-    steps: int | None,
-    hooks: Hooks,
-    checkpoint_path: str | None,
-    name: str | None,
-) -> dict[str, Any]:
+    """Body of ``Estimator.evaluate``; see there. Its progress (the bar, the
+    ``Evaluation [k/n]`` lines) is an EvalProgressHook's, run after the call's other
+    hooks."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)):
         raise TypeError(f"evaluate: steps must be an int or None, got {type(steps).__name__}.")
     if steps is not None and steps <= 0:
@@ -111,10 +101,12 @@ def _run_evaluate(
     lifecycle = phase.lifecycle
     if lifecycle.restored_step is None:
         _log.info("No checkpoint in %s; evaluating the initial state.", plan.model_dir)
-    runner = phase.begin(hooks)
+    progress = EvalProgressHook(steps)
+    phase.loop.compile_clock.listeners.append(progress.leave_out)
+    runner = phase.begin(hooks, after=[progress])
     try:
         phase.prefetch(steps)
-        totals, values = _loops(phase, runner, steps)
+        totals, values = _loops(phase, runner, progress, steps)
     finally:
         phase.close()
     if values is None:  # computed here: the loops did not (see jaxspec.loop.eval_totals)
@@ -126,7 +118,7 @@ def _run_evaluate(
     scalars = _summary_scalars(results)  # as tf.estimator: no global_step scalar in eval/
     results["global_step"] = lifecycle.global_step
     runner.end()
-    console.line(
+    _log.info(
         "Saving dict for global step %d: %s",
         lifecycle.global_step,
         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())),
@@ -149,7 +141,9 @@ def ramped_size(done: int, limit: int) -> int:
     return min(limit, 1 << (done.bit_length() - 1))
 
 
-def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, Any]:
+def _loops(
+    phase: Phase, runner: HookRunner, progress: EvalProgressHook, steps: int | None
+) -> tuple[Any, Any]:
     """Run the eval loops; the metric states merged over every batch that counts, and
     their values when the loops computed them (else None).
 
@@ -215,7 +209,7 @@ def _loops(phase: Phase, runner: HookRunner, steps: int | None) -> tuple[Any, An
         for c in chunks:
             phase.host_calls(c.out.host, c.steps)
         done += n
-        console.eval_progress(done - n, done, steps)
+        progress.after_batches(done - n, done)
         loss = _host_mean([c.out.metric_states["loss"] for c in chunks])
         hook_values = last_step_values(chunks[-1].out.hook_values)
         return bool(runner.after_run({"loss": loss, "losses": np.reshape(loss, (1,))}, hook_values))

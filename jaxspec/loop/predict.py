@@ -11,7 +11,7 @@ import numpy as np
 
 from jaxspec.engine.multihost import local_rows
 from jaxspec.engine.steps import PredictLoopOut
-from jaxspec.loop import console
+from jaxspec.hooks.call_progress import PredictProgressHook
 from jaxspec.loop.hook_runner import last_step_values
 from jaxspec.loop.phase import Phase
 from jaxspec.loop.plan import RunPlan
@@ -61,40 +61,29 @@ def run_predict(
     checkpoint_path: Any,
     yield_single_examples: bool,
 ) -> Iterator[Any]:
-    """Body of ``Estimator.predict`` (a generator: input_fn runs at the first ``next()``)."""
-    with console.running("predict", unit="examples"):
-        yield from _run_predict(plan, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
-
-
-def _run_predict(
-    plan: RunPlan,
-    input_fn: InputFn,
-    predict_keys: Any,
-    hooks: Hooks,
-    checkpoint_path: Any,
-    yield_single_examples: bool,
-) -> Iterator[Any]:
+    """Body of ``Estimator.predict`` (a generator: input_fn runs at the first
+    ``next()``). Its progress (the bar, the ``Prediction: ...`` lines) is a
+    PredictProgressHook's, run after the call's other hooks."""
     phase = Phase(plan)
     if not phase.start(input_fn, checkpoint_path):
         return
     lifecycle, loop = phase.lifecycle, phase.loop
     if lifecycle.restored_step is None:
         _log.info("No checkpoint in %s; predicting with the initial state.", plan.model_dir)
-    runner = phase.begin(hooks)
+    progress = PredictProgressHook(plan.config.log_step_count_steps)
+    loop.compile_clock.listeners.append(progress.leave_out)
+    runner = phase.begin(hooks, after=[progress])
     phase.prefetch(None)
     plan.compile_cache.readers += 1  # a train call meanwhile must not donate this state
     try:
-        log_every, done, logged, examples = plan.config.log_step_count_steps, 0, 0, 0
+        done, examples = 0, 0
         while True:
             group = phase.next_group(phase.iterations_per_loop)
             if group is None:
                 break
             args, mask, n, _ = group
             done, examples = done + n, examples + int((mask > 0).sum())
-            if log_every and done // log_every > logged // log_every:
-                console.line("Prediction: %d batches, %d examples so far.", done, examples, cadence=True)
-                logged = done
-            console.update(examples)
+            progress.after_batches(done, examples)
             runner.before_run()
             out = cast(
                 PredictLoopOut, loop.dispatch(lifecycle.state, lifecycle.global_step, *args)

@@ -18,7 +18,7 @@ from jaxspec.engine.multihost import to_host
 from jaxspec.errors import NanLossDuringTrainingError
 from jaxspec.hooks.checkpoint import check_saving_listeners
 from jaxspec.hooks.estimator_hooks import EstimatorHooks, estimator_hooks
-from jaxspec.loop import console, data_position, watchdog
+from jaxspec.loop import data_position, watchdog
 from jaxspec.loop.dispatch_bound import DispatchBound, dispatch_bounded
 from jaxspec.loop.donated_state import KeepAhead, state_free_after, state_read_at
 from jaxspec.loop.empty_input import train_without_data
@@ -83,24 +83,14 @@ def run_train(
     max_steps: int | None,
     saving_listeners: Any,
 ) -> None:
-    """Body of ``Estimator.train``, run from the Estimator's TRAIN plan; see there."""
-    with console.running("train", unit="steps"):
-        _run_train(plan, input_fn, hooks, steps, max_steps, saving_listeners)
-
-
-def _run_train(
-    plan: RunPlan,
-    input_fn: InputFn,
-    hooks: Hooks,
-    steps: int | None,
-    max_steps: int | None,
-    saving_listeners: Any,
-) -> None:
+    """Body of ``Estimator.train``, run from the Estimator's TRAIN plan; see there. Its
+    progress (the bar, tf.estimator's lines) is the Estimator's ProgressHook's, drawn
+    where the call's console scope (entered by the Estimator) routes it."""
     check_steps(steps, max_steps)
     listeners = check_saving_listeners(saving_listeners, plan.config)
     latest = plan.store.set_aside_damaged()  # the newest intact checkpoint; damaged newer ones moved aside
     if max_steps is not None and latest is not None and latest >= max_steps:
-        console.line("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
+        _log.info("Skipping training: global step %d already reached max_steps=%d.", latest, max_steps)
         return
     position = data_position.DataPosition(plan.store, latest, plan.model_dir)
     phase = Phase(plan, position)
@@ -118,7 +108,6 @@ def _run_train(
         # each checkpoint keeps the input's position
         data_position.checkpoint_extras(position, phase.feeder, lifecycle.global_step),
         _examples_per_step(phase),
-        console.line,
         one_step_runs=phase.iterations_per_loop == 1 and plan.loop_duration_secs is None,
         cost=plan.compile_cache.modes[phase.mode].last_cost,  # an earlier call's compile
     )
@@ -126,7 +115,7 @@ def _run_train(
     phase.loop.compile_clock.listeners.append(own.progress.leave_out)
     runner = phase.begin(hooks, after=own.all)
     last_step = _last_step(runner.hooks, lifecycle.global_step, steps, max_steps)
-    console.set_total(None if last_step is None else last_step - lifecycle.global_step)
+    own.progress.set_total(None if last_step is None else last_step - lifecycle.global_step)
     try:
         phase.prefetch(None if last_step is None else last_step - lifecycle.global_step)
         signals = plan.config.preemption_signals
@@ -138,9 +127,7 @@ def _run_train(
         ):
             _loops(phase, runner, own, last_step, preemption)
             preemption.reached_last_boundary()  # a second signal no longer ends the save
-            runner.end()
-        losses = own.progress.losses
-        console.line("Loss for final step: %s.", losses[-1] if len(losses) else None)
+            runner.end()  # ProgressHook's, the last: "Loss for final step", the bar's end
     finally:
         phase.close()
         watchdog.mark(watchdog.SAVE)
@@ -179,7 +166,7 @@ def _loops(
         _grouped_loops(phase, runner, own, last_step, preemption)
         return
     duration = phase.plan.loop_duration_secs
-    loops, start, started_at = 0, lifecycle.global_step, _clock_start(phase)
+    loops = 0
     replicas = ReplicaCheck(phase.mesh)  # warns once if the copies differ
 
     affordable = KeepAhead()
@@ -214,7 +201,7 @@ def _loops(
         nonlocal loops
         started = time.perf_counter()
         first, n, out, _ = current
-        stop = _account(phase, runner, own, [Chunk(first, n, out)], start, started_at, state_taken)
+        stop = _account(phase, runner, own, [Chunk(first, n, out)], state_taken)
         loops += 1
         if duration is not None and loops == 2:  # loop 1 compiled; loop 2 measures a step
             per_step = (time.perf_counter() - started) / n
@@ -233,18 +220,15 @@ def _account(
     runner: HookRunner,
     own: EstimatorHooks,
     chunks: list[Chunk],
-    start: int,
-    started_at: float,
     state_taken: bool = False,
     iterations: int | None = None,
 ) -> bool:
     """One loop's results (its scans ``chunks``, in order): NaN check, the lifecycle
-    advanced, host calls, summaries and logs, the hooks' after_run. True: a hook asked
-    to stop. ``started_at``: ``_clock_start``'s (the bar's rate leaves compiles out).
-    ``state_taken``: a loop dispatched ahead took the last chunk's state (donated), so
-    the hooks see ``session.state`` None. ``iterations``: the steps the
-    hooks' run stood for, when fewer than ``before_run`` was told (a group a SIGTERM
-    cut short).
+    advanced, host calls, ProgressHook's summaries, lines and bar, the hooks' after_run.
+    True: a hook asked to stop. ``state_taken``: a loop dispatched ahead took the last
+    chunk's state (donated), so the hooks see ``session.state`` None. ``iterations``:
+    the steps the hooks' run stood for, when fewer than ``before_run`` was told (a group
+    a SIGTERM cut short).
 
     Raises:
       NanLossDuringTrainingError: a step's loss is NaN (at that step's global step).
@@ -263,27 +247,12 @@ def _account(
     watchdog.step_ended(lifecycle.global_step)
     for c in chunks:
         phase.host_calls(c.out.host, c.steps, c.first)
-    logged = own.progress.after_loop(
+    own.progress.after_loop(  # its lines, summaries and bar
         first, losses, _per_step(chunks, "loss_scales"), _per_step(chunks, "learning_rates")
     )
-    done = lifecycle.global_step - start
-    if console.has_bar():
-        rate = done / max(time.perf_counter() - started_at - phase.loop.compile_clock.total, 1e-9)
-        console.update(done, loss=losses[-1], global_step_per_sec=rate)
-    else:
-        console.update(done)  # for the remaining time
-    if logged:  # after ProgressHook's lines, at its steps
-        console.remaining_line()
     values = {"loss": losses[-1], "losses": losses}
     spec_values = last_step_values(chunks[-1].out.hook_values)
     return bool(runner.after_run(values, spec_values, iterations=iterations))
-
-
-def _clock_start(phase: Phase) -> float:
-    """The start of the bar's rate clock, on ``time.perf_counter``, less the seconds
-    compiled so far: ``perf_counter() - start - compile_clock.total`` is then the time
-    since now without the compiles in between."""
-    return time.perf_counter() - phase.loop.compile_clock.total
 
 
 def _per_step(chunks: list[Chunk], field: str) -> np.ndarray | None:
@@ -341,7 +310,6 @@ def _grouped_loops(
     block = block_steps(mode_cache, _planned_sizes(runner, lifecycle.global_step, last_step, limit), limit)
     bound = DispatchBound(mode_cache, limit, lambda: preemption.triggered)
     preemption.progress = lambda: max(lifecycle.global_step, bound.done_step)
-    start, started_at = lifecycle.global_step, _clock_start(phase)
     read_ahead: list[tuple[int, Any]] = []  # [(first step, LoopInput) read, not dispatched]
     iterations = [1]  # steps of the latest loop dispatched: its run_context.iterations
     stopped = lambda: preemption.triggered  # noqa: E731
@@ -380,9 +348,7 @@ def _grouped_loops(
     def account(current: InFlight, state_taken: bool) -> bool:
         watchdog.mark(watchdog.DEVICE)
         bound.wait_through(current.first + current.steps)  # times its scans
-        stop = _account(
-            phase, runner, own, current.out, start, started_at, state_taken, iterations=current.steps
-        )
+        stop = _account(phase, runner, own, current.out, state_taken, iterations=current.steps)
         return preemption.stop_here(lifecycle.global_step) or stop  # a stop keeps the state here
 
     before_run = lambda: runner.before_run(iterations[0])  # noqa: E731
